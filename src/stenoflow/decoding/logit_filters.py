@@ -1,0 +1,86 @@
+"""Whisper's logit rules, each a small filter that edits the logits of one step in place.
+
+All filters work on the whole batch (every beam or sample) with tensor operations, so a
+decoding step costs a handful of kernel launches and no Python loop over rows.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+NEG_INF = float("-inf")
+
+
+class LogitFilter(Protocol):
+    def apply(self, logits: Tensor, tokens: Tensor) -> None:
+        """logits (B, V) of the next token given tokens (B, T); edited in place."""
+
+
+class SuppressBlank:
+    """No blank and no end-of-text as the very first sampled token."""
+
+    def __init__(self, blank_ids: list[int], sample_begin: int) -> None:
+        self.ids = torch.tensor(blank_ids, dtype=torch.long)
+        self.sample_begin = sample_begin
+
+    def apply(self, logits: Tensor, tokens: Tensor) -> None:
+        if tokens.shape[1] == self.sample_begin:
+            logits[:, self.ids.to(logits.device)] = NEG_INF
+
+
+class SuppressTokens:
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = torch.tensor(sorted(set(ids)), dtype=torch.long)
+
+    def apply(self, logits: Tensor, tokens: Tensor) -> None:
+        logits[:, self.ids.to(logits.device)] = NEG_INF
+
+
+class ApplyTimestampRules:
+    """Timestamps come in pairs, never go backwards, and win when they are likelier than any text.
+
+    * ``<|notimestamps|>`` is never sampled;
+    * after one timestamp the next token is another timestamp (closing a segment) or, if it
+      already closed one, text; a lone timestamp may be followed by text or end-of-text;
+    * a timestamp may not be smaller than the last one, so segments cannot loop back;
+    * the first sampled token is a timestamp no later than ``max_initial_timestamp``;
+    * if the total probability of all timestamps beats every single text token, sample a
+      timestamp: this is what makes Whisper segment at all.
+    """
+
+    def __init__(self, eot: int, no_timestamps: int, timestamp_begin: int, sample_begin: int,
+                 max_initial_timestamp_index: int | None) -> None:
+        self.eot = eot
+        self.no_timestamps = no_timestamps
+        self.tb = timestamp_begin
+        self.sample_begin = sample_begin
+        self.max_initial = max_initial_timestamp_index
+
+    def apply(self, logits: Tensor, tokens: Tensor) -> None:
+        tb = self.tb
+        logits[:, self.no_timestamps] = NEG_INF
+        seq = tokens[:, self.sample_begin :]
+        n = seq.shape[1]
+        if n == 0:
+            logits[:, :tb] = NEG_INF
+            if self.max_initial is not None:
+                logits[:, tb + self.max_initial + 1 :] = NEG_INF
+        else:
+            is_ts = seq >= tb
+            last = is_ts[:, -1]
+            penultimate = is_ts[:, -2] if n >= 2 else torch.ones_like(last)
+            logits[:, tb:].masked_fill_((last & penultimate)[:, None], NEG_INF)
+            logits[:, : self.eot].masked_fill_((last & ~penultimate)[:, None], NEG_INF)
+            # Timestamps are non-decreasing; a segment that just opened may close at the same time.
+            newest = torch.where(is_ts, seq, torch.full_like(seq, -1)).max(dim=1).values
+            bound = torch.where(last & ~penultimate, newest, newest + 1)
+            ids = torch.arange(tb, logits.shape[1], device=logits.device)
+            below = (ids[None, :] < bound[:, None]) & (newest >= 0)[:, None]
+            logits[:, tb:].masked_fill_(below, NEG_INF)
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        timestamp_logprob = logprobs[:, tb:].logsumexp(dim=-1)
+        max_text_logprob = logprobs[:, :tb].max(dim=-1).values
+        logits[:, :tb].masked_fill_((timestamp_logprob > max_text_logprob)[:, None], NEG_INF)

@@ -1,0 +1,63 @@
+"""Options and results of decoding one audio window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SUPPRESS_NON_SPEECH = "-1"  # in suppress_tokens: the tokenizer's non-speech symbol set
+
+
+@dataclass(frozen=True)
+class DecodingOptions:
+    task: str = "transcribe"  # or "translate" (to English)
+    language: str | None = None  # None: detect it (multilingual models), "en" for English-only
+    temperature: float = 0.0  # 0: greedy or beam search; > 0: sampling
+    sample_len: int | None = None  # most tokens to sample; default: half the text context
+    best_of: int | None = None  # independent samples at temperature > 0, best one kept
+    beam_size: int | None = None  # beams at temperature 0; None or 1 is greedy
+    patience: float | None = None  # beam search waits for round(beam_size * patience) finished
+    length_penalty: float | None = None  # None: rank by sum/length; alpha: Google NMT penalty
+    prompt: str | list[int] | None = None  # previous text, as context (<|startofprev|>)
+    prefix: str | list[int] | None = None  # forced start of the transcript of this window
+    suppress_tokens: str | tuple[int, ...] | None = SUPPRESS_NON_SPEECH  # ids, "-1" for symbols
+    suppress_blank: bool = True  # no blank or end-of-text as the first sampled token
+    without_timestamps: bool = False  # <|notimestamps|>: text tokens only
+    max_initial_timestamp: float | None = 1.0  # the first timestamp may not exceed this (s)
+
+
+@dataclass
+class DecodingResult:
+    tokens: list[int]  # sampled tokens (timestamps included), without the prompt and end-of-text
+    text: str
+    language: str | None
+    language_probs: dict[str, float] | None = None
+    avg_logprob: float = float("nan")
+    sum_logprob: float = float("nan")
+    no_speech_prob: float = float("nan")
+    temperature: float = 0.0
+    compression_ratio: float = float("nan")
+    stats: dict[str, float] = field(default_factory=dict)  # forward passes, beam widths...
+
+
+def verify_options(options: DecodingOptions, multilingual: bool) -> None:
+    """Raise ValueError for contradictory or out-of-range options."""
+    if options.task not in ("transcribe", "translate"):
+        raise ValueError(f"task must be 'transcribe' or 'translate', got {options.task!r}")
+    if options.beam_size is not None and options.best_of is not None:
+        raise ValueError("best_of is for sampling and beam_size for beam search: give only one")
+    if options.temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {options.temperature}")
+    if options.temperature == 0 and options.best_of is not None and options.best_of > 1:
+        raise ValueError("best_of > 1 needs temperature > 0 (greedy decoding is deterministic)")
+    if options.beam_size is not None and options.beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {options.beam_size}")
+    if options.patience is not None and options.beam_size is None:
+        raise ValueError("patience applies to beam search only: set beam_size")
+    if options.patience is not None and options.patience <= 0:
+        raise ValueError(f"patience must be > 0, got {options.patience}")
+    if options.length_penalty is not None and not 0 <= options.length_penalty <= 1:
+        raise ValueError(f"length_penalty must be in [0, 1], got {options.length_penalty}")
+    if not multilingual and options.task == "translate":
+        raise ValueError("an English-only model cannot translate; use a multilingual model")
+    if not multilingual and options.language not in (None, "en"):
+        raise ValueError(f"an English-only model cannot transcribe language {options.language!r}")

@@ -1,0 +1,143 @@
+"""Token selection strategies (greedy/sampling, beam search) and the final ranking.
+
+A strategy sees the filtered logits of one step and says which tokens extend which rows; the
+decoding task owns the loop, the caches and the filters. New strategies (reference-guided,
+speculative, Medusa) implement the same ``TokenDecoder`` protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.distributions import Categorical
+
+from stenoflow.decoding.inference import Inference
+
+
+class TokenDecoder(Protocol):
+    def reset(self) -> None: ...
+
+    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> tuple[Tensor, bool]:
+        """Append one token per row; return the new tokens (B, T+1) and whether all are done."""
+
+    def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
+        """Candidate sequences and their scores, per audio (one audio here)."""
+
+
+class GreedyDecoder:
+    """Argmax at temperature 0, otherwise sampling; finished rows keep emitting end-of-text."""
+
+    def __init__(self, temperature: float, eot: int) -> None:
+        self.temperature = temperature
+        self.eot = eot
+
+    def reset(self) -> None:
+        pass
+
+    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> tuple[Tensor, bool]:
+        if self.temperature == 0:
+            next_tokens = logits.argmax(dim=-1)
+        else:
+            next_tokens = Categorical(logits=logits / self.temperature).sample()
+        logprobs = F.log_softmax(logits.float(), dim=-1)
+        current = logprobs.gather(1, next_tokens[:, None]).squeeze(1)
+        finished = tokens[:, -1] == self.eot
+        sum_logprobs += current.masked_fill(finished, 0.0)
+        next_tokens = next_tokens.masked_fill(finished, self.eot)
+        tokens = torch.cat([tokens, next_tokens[:, None]], dim=-1)
+        return tokens, bool((next_tokens == self.eot).all())
+
+    def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
+        tokens = F.pad(tokens, (0, 1), value=self.eot)  # every row ends with end-of-text
+        return [list(tokens)], [sum_logprobs.tolist()]
+
+
+class BeamSearchDecoder:
+    """Batched beam search: all beams go through the decoder in one forward call.
+
+    Each step takes the ``beam_size + 1`` best continuations of every live beam, keeps the best
+    ``beam_size`` unfinished ones alive and moves finished ones aside; the search stops once
+    ``round(beam_size * patience)`` sequences have finished.
+    """
+
+    def __init__(self, beam_size: int, eot: int, inference: Inference, patience: float | None = None) -> None:
+        self.beam_size = beam_size
+        self.eot = eot
+        self.inference = inference
+        self.patience = patience or 1.0
+        self.max_candidates = round(beam_size * self.patience)
+        assert self.max_candidates > 0, f"patience {patience} leaves no candidate"
+        self.finished: dict[tuple[int, ...], float] = {}
+
+    def reset(self) -> None:
+        self.finished = {}
+
+    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> tuple[Tensor, bool]:
+        n = tokens.shape[0]
+        assert n == self.beam_size, f"{n} rows for {self.beam_size} beams"
+        logprobs = F.log_softmax(logits.float(), dim=-1)
+        k = self.beam_size + 1
+        top_lp, top_ids = logprobs.topk(k, dim=-1)  # (B, k)
+        scores = (sum_logprobs[:, None] + top_lp).flatten()
+        order = scores.argsort(descending=True).tolist()
+        top_ids_l = top_ids.flatten().tolist()
+        scores_l = scores.tolist()
+        prefixes = tokens.tolist()
+        keep_rows: list[int] = []
+        keep_tokens: list[int] = []
+        keep_scores: list[float] = []
+        seen: set[tuple[int, ...]] = set()
+        for flat in order:
+            row, token = divmod(flat, k)[0], top_ids_l[flat]
+            seq = (*prefixes[row], token)
+            if seq in seen:
+                continue
+            seen.add(seq)
+            if token == self.eot:
+                if len(self.finished) < self.max_candidates and seq not in self.finished:
+                    self.finished[seq] = scores_l[flat]
+            else:
+                keep_rows.append(row)
+                keep_tokens.append(token)
+                keep_scores.append(scores_l[flat])
+                if len(keep_rows) == self.beam_size:
+                    break
+        index = torch.tensor(keep_rows, dtype=torch.long, device=tokens.device)
+        tokens = torch.cat([tokens[index], torch.tensor(keep_tokens, device=tokens.device)[:, None]], dim=-1)
+        sum_logprobs.copy_(torch.tensor(keep_scores, dtype=sum_logprobs.dtype))
+        self.inference.rearrange(index)
+        done = len(self.finished) >= self.max_candidates
+        return tokens, done
+
+    def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
+        finished = dict(self.finished)
+        if len(finished) < self.beam_size:  # ran out of length: take the best unfinished ones
+            for row in sum_logprobs.argsort(descending=True).tolist():
+                seq = (*tokens[row].tolist(), self.eot)
+                finished.setdefault(seq, float(sum_logprobs[row]))
+                if len(finished) >= self.beam_size:
+                    break
+        seqs = [torch.tensor(s) for s in finished]
+        return [seqs], [list(finished.values())]
+
+
+class MaximumLikelihoodRanker:
+    """Pick the candidate with the best length-normalised log probability.
+
+    ``length_penalty=None`` divides by the length; a value alpha uses ((5 + len) / 6) ** alpha.
+    """
+
+    def __init__(self, length_penalty: float | None) -> None:
+        self.length_penalty = length_penalty
+
+    def score(self, logprob: float, length: int) -> float:
+        if self.length_penalty is None:
+            return logprob / length
+        return logprob / (((5 + length) / 6) ** self.length_penalty)
+
+    def rank(self, lengths: list[int], sum_logprobs: list[float]) -> int:
+        scores = [self.score(lp, n) for lp, n in zip(sum_logprobs, lengths)]
+        return max(range(len(scores)), key=scores.__getitem__)

@@ -1,0 +1,169 @@
+"""One decoding of one audio window: prompt, filters, a strategy, ranking.
+
+``DecodingTask`` wires the small parts together: ``Inference`` (the cached forward pass), the
+``LogitFilter`` list, a ``TokenDecoder`` strategy and the ``MaximumLikelihoodRanker``.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from stenoflow.decoding.inference import Inference
+from stenoflow.decoding.logit_filters import ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens
+from stenoflow.decoding.options import SUPPRESS_NON_SPEECH, DecodingOptions, DecodingResult, verify_options
+from stenoflow.decoding.strategies import BeamSearchDecoder, GreedyDecoder, MaximumLikelihoodRanker, TokenDecoder
+from stenoflow.model.kv_cache import CrossKV
+from stenoflow.model.whisper import Whisper
+from stenoflow.tokenizer import TIME_PRECISION, Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+def compression_ratio(text: str) -> float:
+    """How well the text compresses: repetition loops compress far better than speech."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+@dataclass(frozen=True)
+class DecoderContext:
+    """What decoding needs from a loaded model besides the network."""
+
+    model: Whisper
+    tokenizer: Tokenizer
+    non_speech_tokens: tuple[int, ...]
+
+
+@torch.inference_mode()
+def detect_language(ctx: DecoderContext, cross: CrossKV) -> tuple[str, dict[str, float]]:
+    """Language probabilities from the first decoder step after <|startoftranscript|>."""
+    tok = ctx.tokenizer
+    if not tok.multilingual:
+        return "en", {"en": 1.0}
+    cache = ctx.model.new_cache(1, 1)
+    logits, _ = ctx.model.decoder(torch.tensor([[tok.sot]]), cross, cache)
+    ids = torch.tensor(tok.language_token_ids)
+    probs = logits[0, -1, ids].float().softmax(dim=-1).tolist()
+    by_code = dict(zip(tok.language_codes, probs))
+    best = max(by_code, key=by_code.__getitem__)
+    return best, by_code
+
+
+class DecodingTask:
+    def __init__(self, ctx: DecoderContext, options: DecodingOptions) -> None:
+        verify_options(options, ctx.tokenizer.multilingual)
+        self.ctx = ctx
+        self.options = options
+        self.n_ctx = ctx.model.dims.n_text_ctx
+        self.sample_len = options.sample_len or self.n_ctx // 2
+        self.n_group = options.beam_size or options.best_of or 1
+
+    # --- set-up ---------------------------------------------------------------------------
+    def initial_tokens(self, tok: Tokenizer) -> list[int]:
+        o = self.options
+        tokens = list(tok.sot_sequence)
+        if o.without_timestamps:
+            tokens.append(tok.no_timestamps)
+        if o.prefix:
+            prefix = tok.encode(" " + o.prefix.strip()) if isinstance(o.prefix, str) else list(o.prefix)
+            tokens += prefix[-(self.n_ctx // 2 - len(tokens)) :]
+        if o.prompt:
+            prompt = tok.encode(" " + o.prompt.strip()) if isinstance(o.prompt, str) else list(o.prompt)
+            tokens = [tok.sot_prev, *prompt[-(self.n_ctx // 2 - 1) :], *tokens]
+        return tokens
+
+    def suppress_ids(self, tok: Tokenizer) -> list[int]:
+        spec = self.options.suppress_tokens
+        ids: list[int] = []
+        if isinstance(spec, str):
+            for part in (p.strip() for p in spec.split(",") if p.strip()):
+                ids.extend(self.ctx.non_speech_tokens if part == SUPPRESS_NON_SPEECH else [int(part)])
+        elif spec:
+            ids.extend(i for i in spec if i >= 0)
+            if any(i < 0 for i in spec):
+                ids.extend(self.ctx.non_speech_tokens)
+        ids += [tok.transcribe, tok.translate, tok.sot, tok.sot_prev, tok.sot_lm, tok.no_speech]
+        return ids
+
+    def logit_filters(self, tok: Tokenizer, sample_begin: int) -> list[LogitFilter]:
+        o = self.options
+        filters: list[LogitFilter] = []
+        if o.suppress_blank:
+            filters.append(SuppressBlank([*tok.encode(" "), tok.eot], sample_begin))
+        filters.append(SuppressTokens(self.suppress_ids(tok)))
+        if not o.without_timestamps:
+            max_initial = None
+            if o.max_initial_timestamp is not None:
+                max_initial = round(o.max_initial_timestamp / TIME_PRECISION)
+            filters.append(ApplyTimestampRules(tok.eot, tok.no_timestamps, tok.timestamp_begin,
+                                               sample_begin, max_initial))
+        return filters
+
+    def strategy(self, tok: Tokenizer, inference: Inference) -> TokenDecoder:
+        o = self.options
+        if o.beam_size is not None and o.beam_size > 1 and o.temperature == 0:
+            return BeamSearchDecoder(o.beam_size, tok.eot, inference, o.patience)
+        return GreedyDecoder(o.temperature, tok.eot)
+
+    # --- the loop ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def run(self, audio_features: Tensor | CrossKV) -> DecodingResult:
+        """Decode one window from its encoder output (1, S, D) or its precomputed cross K/V."""
+        ctx, o = self.ctx, self.options
+        cross = audio_features if isinstance(audio_features, CrossKV) else ctx.model.decoder.cross_kv(audio_features)
+        tok = ctx.tokenizer.with_options(o.language, o.task)
+        language_probs = None
+        if o.language is None and tok.multilingual:
+            language, language_probs = detect_language(ctx, cross)
+            tok = tok.with_options(language, o.task)
+        language = tok.language if tok.multilingual else "en"
+
+        initial = self.initial_tokens(tok)
+        sample_begin = len(initial)
+        sot_index = initial.index(tok.sot)
+        n = self.n_group if o.temperature > 0 or (o.beam_size or 1) > 1 else 1
+        inference = Inference(ctx.model, cross, n, min(self.n_ctx, sample_begin + self.sample_len + 1))
+        filters = self.logit_filters(tok, sample_begin)
+        decoder = self.strategy(tok, inference)
+
+        prompt_logits = inference.prefill(torch.tensor([initial]))
+        no_speech_prob = float(prompt_logits[0, sot_index].float().softmax(-1)[tok.no_speech])
+        logits = prompt_logits[:, -1].expand(n, -1).clone()
+        tokens = torch.tensor([initial]).repeat(n, 1)
+        sum_logprobs = torch.zeros(n)
+        for step in range(self.sample_len):
+            if step > 0:
+                logits = inference.logits(tokens)
+            for f in filters:
+                f.apply(logits, tokens)
+            tokens, done = decoder.update(tokens, logits, sum_logprobs)
+            if done or tokens.shape[1] > min(self.n_ctx, inference.cache.max_len):
+                break
+
+        candidates, scores = decoder.finalize(tokens, sum_logprobs)
+        seqs = [self._strip(t.tolist(), sample_begin, tok.eot) for t in candidates[0]]
+        best = MaximumLikelihoodRanker(o.length_penalty).rank([len(s) for s in seqs], scores[0])
+        out = seqs[best]
+        text = tok.decode(out)
+        return DecodingResult(
+            tokens=out,
+            text=text,
+            language=language,
+            language_probs=language_probs,
+            avg_logprob=scores[0][best] / (len(out) + 1),
+            sum_logprob=scores[0][best],
+            no_speech_prob=no_speech_prob,
+            temperature=o.temperature,
+            compression_ratio=compression_ratio(text),
+            stats={"forward_passes": inference.forward_passes, "beam_size": float(n)},
+        )
+
+    @staticmethod
+    def _strip(seq: list[int], sample_begin: int, eot: int) -> list[int]:
+        seq = seq[sample_begin:]
+        return seq[: seq.index(eot)] if eot in seq else seq

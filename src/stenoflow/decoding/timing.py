@@ -1,0 +1,145 @@
+"""Word timestamps: dynamic time warping over the cross-attention of the alignment heads.
+
+Some decoder heads attend to the audio frames a token was spoken in. Stacking their attention
+over the known tokens gives a token-by-frame similarity; the cheapest monotonic path through it
+says when each token starts, and words start where their first token does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from stenoflow.model.whisper import Whisper
+from stenoflow.tokenizer import Tokenizer
+
+FRAMES_PER_SECOND = 50  # encoder positions per second (mel hop 10 ms, conv stride 2)
+PREPEND_PUNCTUATION = "\"'“¿([{-"
+APPEND_PUNCTUATION = "\"'.。,，!！?？:：”)]}、"
+
+
+@dataclass
+class WordTiming:
+    word: str
+    tokens: list[int]
+    start: float
+    end: float
+    probability: float
+
+
+def dtw_path(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Monotonic path from (0, 0) to (N-1, M-1) minimising the summed cost.
+
+    Moves are diagonal, down (next token, same frame) or right (same token, next frame).
+    Rows are filled with vectorised diagonal/down terms; the right-move recurrence along a row
+    is a running minimum that numpy cannot express, so that part loops over frames.
+    """
+    n, m = cost.shape
+    acc = np.full((n + 1, m + 1), np.inf)
+    acc[0, 0] = 0.0
+    trace = np.zeros((n + 1, m + 1), dtype=np.int8)  # 0 diagonal, 1 down, 2 right
+    for i in range(1, n + 1):
+        prev = acc[i - 1]
+        diag, up = prev[:-1], prev[1:]
+        best_vert = np.minimum(diag, up)
+        vert_move = np.where(diag <= up, 0, 1).astype(np.int8)
+        row = acc[i]
+        c = cost[i - 1]
+        tr = trace[i]
+        for j in range(1, m + 1):
+            left = row[j - 1]
+            v = best_vert[j - 1]
+            if v <= left:
+                row[j] = c[j - 1] + v
+                tr[j] = vert_move[j - 1]
+            else:
+                row[j] = c[j - 1] + left
+                tr[j] = 2
+    i, j = n, m
+    rows, cols = [], []
+    while i > 0 and j > 0:
+        rows.append(i - 1)
+        cols.append(j - 1)
+        t = trace[i, j]
+        if t == 0:
+            i, j = i - 1, j - 1
+        elif t == 1:
+            i -= 1
+        else:
+            j -= 1
+    return np.array(rows[::-1]), np.array(cols[::-1])
+
+
+def median_filter(x: torch.Tensor, width: int) -> torch.Tensor:
+    """Median over the last axis with reflect padding (smooths attention before DTW)."""
+    pad = width // 2
+    if x.shape[-1] <= pad:
+        return x
+    shape = x.shape
+    y = F.pad(x.reshape(-1, 1, shape[-1]), (pad, pad), mode="reflect")
+    return y.unfold(-1, width, 1).median(dim=-1).values.reshape(shape)
+
+
+@torch.inference_mode()
+def find_alignment(model: Whisper, tokenizer: Tokenizer, text_tokens: list[int], audio_features: torch.Tensor,
+                   num_frames: int, alignment_heads: tuple[tuple[int, int], ...],
+                   medfilt_width: int = 7) -> list[WordTiming]:
+    """Word timings (seconds from the window start) of ``text_tokens`` over ``num_frames`` mel frames."""
+    if not text_tokens:
+        return []
+    sot = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+    tokens = torch.tensor([[*sot, *text_tokens, tokenizer.eot]])
+    cross = model.decoder.cross_kv(audio_features)
+    cache = model.new_cache(1, tokens.shape[1])
+    logits, qks = model.decoder(tokens, cross, cache, return_cross_qk=True)
+    assert qks is not None
+    probs = logits[0, len(sot) - 1 : -1].float().softmax(-1)
+    token_probs = probs[torch.arange(len(text_tokens) + 1), tokens[0, len(sot):]].tolist()
+
+    n_audio = min(num_frames // 2, qks[0].shape[-1])
+    weights = torch.stack([qks[layer][0, head, :, :n_audio] for layer, head in alignment_heads])
+    weights = weights.float().softmax(dim=-1)
+    std, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)
+    weights = median_filter((weights - mean) / (std + 1e-8), medfilt_width)
+    matrix = weights.mean(dim=0)[len(sot) - 1 : -1]  # rows: <|notimestamps|>, text tokens
+    rows, cols = dtw_path(-matrix.double().numpy())
+
+    words, word_tokens = tokenizer.split_to_word_tokens([*text_tokens, tokenizer.eot])
+    if len(word_tokens) <= 1:
+        return []
+    jumps = np.pad(np.diff(rows), (1, 0), constant_values=1).astype(bool)
+    jump_times = cols[jumps] / FRAMES_PER_SECOND  # start time of each matrix row
+    # Matrix row 0 is <|notimestamps|>; text token k is row k + 1, and the eot is the last row.
+    boundaries = np.pad(np.cumsum([len(t) for t in word_tokens[:-1]]), (1, 0))
+    starts = jump_times[np.minimum(boundaries[:-1] + 1, len(jump_times) - 1)]
+    ends = jump_times[np.minimum(boundaries[1:] + 1, len(jump_times) - 1)]
+    timings = []
+    for k, (word, toks) in enumerate(zip(words[:-1], word_tokens[:-1])):
+        p = token_probs[boundaries[k] : boundaries[k + 1]]
+        timings.append(WordTiming(word, toks, float(starts[k]), float(ends[k]), float(np.mean(p))))
+    return merge_punctuation(timings)
+
+
+def merge_punctuation(words: list[WordTiming]) -> list[WordTiming]:
+    """Attach opening punctuation to the next word and closing punctuation to the previous one."""
+    out: list[WordTiming] = []
+    pending: WordTiming | None = None
+    for w in words:
+        if pending is not None:
+            w = WordTiming(pending.word + w.word, pending.tokens + w.tokens, pending.start, w.end, w.probability)
+            pending = None
+        stripped = w.word.strip()
+        if stripped and all(ch in PREPEND_PUNCTUATION for ch in stripped):
+            pending = w
+            continue
+        if out and stripped and all(ch in APPEND_PUNCTUATION for ch in stripped) and not w.word.startswith(" "):
+            prev = out[-1]
+            out[-1] = WordTiming(prev.word + w.word, prev.tokens + w.tokens, prev.start, prev.end, prev.probability)
+            continue
+        out.append(w)
+    if pending is not None:
+        out.append(pending)
+    return out

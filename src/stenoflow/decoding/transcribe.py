@@ -1,0 +1,255 @@
+"""Long-form transcription: 30 s windows, seek by timestamps, temperature fallback.
+
+The window loop follows openai-whisper's published algorithm: decode a window, cut it into
+segments at pairs of timestamp tokens, move ``seek`` to the last complete segment, and condition
+the next window on the text so far. It is a generator, so segments arrive as they are decoded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from stenoflow.decoding.options import SUPPRESS_NON_SPEECH, DecodingOptions, DecodingResult
+from stenoflow.decoding.task import DecodingTask
+from stenoflow.decoding.timing import find_alignment
+from stenoflow.tokenizer import TIME_PRECISION
+
+if TYPE_CHECKING:
+    from stenoflow.api import Model
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+HOP_LENGTH = 160
+N_FRAMES = 3000  # mel frames in a 30 s window
+INPUT_STRIDE = 2  # mel frames per encoder position (and per timestamp step of 20 ms)
+
+
+@dataclass(frozen=True)
+class TranscribeOptions:
+    language: str | None = None  # None: detect from the first 30 s
+    task: str = "transcribe"
+    beam_size: int | None = 5  # None or 1: greedy
+    best_of: int = 5  # samples per fallback temperature > 0
+    patience: float | None = None
+    length_penalty: float | None = None
+    temperature: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # tried in order on failure
+    compression_ratio_threshold: float | None = 2.4  # above: a repetition loop, retry hotter
+    log_prob_threshold: float | None = -1.0  # below: an unlikely transcript, retry hotter
+    no_speech_threshold: float | None = 0.6  # above (and unlikely text): the window is silence
+    condition_on_previous_text: bool = True
+    prompt_reset_on_temperature: float = 0.5  # a hot fallback result is not used as context
+    initial_prompt: str | None = None
+    prefix: str | None = None
+    suppress_tokens: str | tuple[int, ...] = SUPPRESS_NON_SPEECH
+    suppress_blank: bool = True
+    without_timestamps: bool = False
+    max_initial_timestamp: float = 1.0
+    word_timestamps: bool = False
+
+    def decoding(self, temperature: float) -> DecodingOptions:
+        greedy_or_beam = temperature == 0
+        return DecodingOptions(
+            task=self.task,
+            language=self.language,
+            temperature=temperature,
+            best_of=None if greedy_or_beam else self.best_of,
+            beam_size=self.beam_size if greedy_or_beam and (self.beam_size or 1) > 1 else None,
+            patience=self.patience if greedy_or_beam and (self.beam_size or 1) > 1 else None,
+            length_penalty=self.length_penalty,
+            prefix=self.prefix,
+            suppress_tokens=self.suppress_tokens,
+            suppress_blank=self.suppress_blank,
+            without_timestamps=self.without_timestamps,
+            max_initial_timestamp=self.max_initial_timestamp,
+        )
+
+
+@dataclass
+class Word:
+    word: str
+    start: float
+    end: float
+    probability: float
+
+
+@dataclass
+class Segment:
+    id: int
+    seek: int
+    start: float
+    end: float
+    text: str
+    tokens: list[int]
+    temperature: float
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+    words: list[Word] | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass
+class TranscriptionInfo:
+    language: str
+    language_probability: float
+    duration: float  # seconds of audio
+    options: TranscribeOptions
+    all_language_probs: dict[str, float] | None = None
+    model: dict[str, object] = field(default_factory=dict)  # name, format, compute, dims
+
+
+def decode_with_fallback(model: "Model", cross: object, options: TranscribeOptions,
+                         prompt: list[int] | None, language: str | None) -> DecodingResult:
+    """Decode at each temperature in turn until the result is neither a loop nor unlikely."""
+    result: DecodingResult | None = None
+    for t in options.temperature:
+        decoding = replace(options.decoding(t), prompt=prompt or None, language=language)
+        result = DecodingTask(model.context, decoding).run(cross)  # type: ignore[arg-type]
+        too_repetitive = (options.compression_ratio_threshold is not None
+                          and result.compression_ratio > options.compression_ratio_threshold)
+        too_unlikely = options.log_prob_threshold is not None and result.avg_logprob < options.log_prob_threshold
+        silent = (options.no_speech_threshold is not None and result.no_speech_prob > options.no_speech_threshold
+                  and too_unlikely)
+        if silent or not (too_repetitive or too_unlikely):
+            break
+        log.debug("fallback from temperature %.1f (compression %.2f, avg logprob %.2f)",
+                  t, result.compression_ratio, result.avg_logprob)
+    assert result is not None, "at least one temperature"
+    return result
+
+
+def split_segments(tokens: list[int], timestamp_begin: int, time_offset: float, segment_frames: int
+                   ) -> tuple[list[tuple[float, float, list[int]]], int]:
+    """Cut one window's tokens at consecutive timestamp pairs.
+
+    Returns (start, end, tokens) per segment and how many mel frames to advance ``seek``: to the
+    last closed segment, or the whole window when the output ends on a single timestamp.
+    """
+    is_ts = [t >= timestamp_begin for t in tokens]
+    single_ending = len(tokens) >= 2 and is_ts[-2:] == [False, True]
+    cuts = [i + 1 for i in range(len(tokens) - 1) if is_ts[i] and is_ts[i + 1]]
+    out: list[tuple[float, float, list[int]]] = []
+    if cuts:
+        if single_ending:
+            cuts.append(len(tokens))
+        last = 0
+        for cut in cuts:
+            piece = tokens[last:cut]
+            start = time_offset + (piece[0] - timestamp_begin) * TIME_PRECISION
+            end = time_offset + (piece[-1] - timestamp_begin) * TIME_PRECISION
+            out.append((start, end, piece))
+            last = cut
+        advance = segment_frames if single_ending else (tokens[last - 1] - timestamp_begin) * INPUT_STRIDE
+        return out, advance
+    duration = segment_frames * HOP_LENGTH / SAMPLE_RATE
+    stamps = [t for t in tokens if t >= timestamp_begin]
+    if stamps and stamps[-1] != timestamp_begin:
+        duration = (stamps[-1] - timestamp_begin) * TIME_PRECISION
+    return [(time_offset, time_offset + duration, tokens)], segment_frames
+
+
+def transcribe(model: "Model", audio: np.ndarray, options: TranscribeOptions,
+               progress: Callable[[float, float], None] | None = None
+               ) -> tuple[Iterator[Segment], TranscriptionInfo]:
+    """Segments of ``audio`` (16 kHz mono float32), lazily, and the info that describes the run."""
+    tok = model.tokenizer
+    mel = model.features(audio, padding=N_FRAMES * HOP_LENGTH)
+    content_frames = mel.shape[-1] - N_FRAMES
+    duration = len(audio) / SAMPLE_RATE
+    language, probs = options.language, None
+    if not tok.multilingual:
+        language = "en"
+    elif language is None:
+        language, probs = model.detect_language_mel(window(mel, 0, min(N_FRAMES, max(content_frames, 1))))
+    info = TranscriptionInfo(language=language, language_probability=(probs or {}).get(language, 1.0),
+                             duration=duration, options=options, all_language_probs=probs,
+                             model=model.describe())
+    return _windows(model, mel, content_frames, options, language, progress), info
+
+
+def window(mel: torch.Tensor, seek: int, size: int) -> torch.Tensor:
+    """Mel frames [seek, seek+size) zero-padded to a full 30 s window, as the model was trained."""
+    piece = mel[:, seek : seek + size]
+    if piece.shape[-1] < N_FRAMES:
+        piece = torch.nn.functional.pad(piece, (0, N_FRAMES - piece.shape[-1]))
+    return piece
+
+
+def _windows(model: "Model", mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
+             language: str, progress: Callable[[float, float], None] | None) -> Iterator[Segment]:
+    tok = model.tokenizer.with_options(language if model.tokenizer.multilingual else None, options.task)
+    tb = tok.timestamp_begin
+    all_tokens: list[int] = []
+    prompt_reset = 0
+    if options.initial_prompt:
+        all_tokens.extend(tok.encode(" " + options.initial_prompt.strip()))
+    seek = 0
+    last_end = 0.0
+    next_id = 0
+    total = content_frames * HOP_LENGTH / SAMPLE_RATE
+    while seek < content_frames:
+        time_offset = seek * HOP_LENGTH / SAMPLE_RATE
+        size = min(N_FRAMES, content_frames - seek)
+        mel_window = window(mel, seek, size)
+        features = model.encode(mel_window)
+        cross = model.whisper.decoder.cross_kv(features)
+        prompt = all_tokens[prompt_reset:] if options.condition_on_previous_text else None
+        result = decode_with_fallback(model, cross, options, prompt, language)
+        if (options.no_speech_threshold is not None and result.no_speech_prob > options.no_speech_threshold
+                and (options.log_prob_threshold is None or result.avg_logprob < options.log_prob_threshold)):
+            seek += size
+            if progress:
+                progress(min(seek * HOP_LENGTH / SAMPLE_RATE, total), total)
+            continue
+        pieces, advance = split_segments(result.tokens, tb, time_offset, size)
+        segments: list[Segment] = []
+        for start, end, toks in pieces:
+            text_tokens = [t for t in toks if t < tok.eot]
+            text = tok.decode(text_tokens)
+            start = max(start, last_end)
+            end = min(max(end, start), time_offset + size * HOP_LENGTH / SAMPLE_RATE)
+            if not text.strip() or end <= start:
+                continue
+            segments.append(Segment(next_id, seek, round(start, 3), round(end, 3), text, toks, result.temperature,
+                                    result.avg_logprob, result.compression_ratio, result.no_speech_prob))
+            next_id += 1
+            last_end = end
+        if options.word_timestamps and segments:
+            _add_word_timings(model, tok, segments, features, size, time_offset)
+        for s in segments:
+            all_tokens.extend(t for t in s.tokens if t < tok.eot)
+        if not options.condition_on_previous_text or result.temperature > options.prompt_reset_on_temperature:
+            prompt_reset = len(all_tokens)
+        seek += max(advance, 1)
+        if progress:
+            progress(min(seek * HOP_LENGTH / SAMPLE_RATE, total), total)
+        yield from segments
+
+
+def _add_word_timings(model: "Model", tok: object, segments: list[Segment], features: torch.Tensor,
+                      num_frames: int, time_offset: float) -> None:
+    """Align all text of the window at once, then hand each segment its words."""
+    text_tokens = [[t for t in s.tokens if t < model.tokenizer.eot] for s in segments]
+    flat = [t for ts in text_tokens for t in ts]
+    timings = find_alignment(model.whisper, tok, flat, features, num_frames, model.alignment_heads)  # type: ignore[arg-type]
+    k = 0
+    for seg, toks in zip(segments, text_tokens):
+        words: list[Word] = []
+        used = 0
+        while k < len(timings) and used < len(toks):
+            w = timings[k]
+            used += len(w.tokens)
+            start = max(time_offset + w.start, seg.start)
+            end = min(max(time_offset + w.end, start), seg.end) if seg.end > start else start
+            words.append(Word(w.word, round(start, 3), round(end, 3), round(w.probability, 4)))
+            k += 1
+        seg.words = words

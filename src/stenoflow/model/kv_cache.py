@@ -1,0 +1,97 @@
+"""Decoder caches: a preallocated self-attention cache and the cross-attention K/V.
+
+The self-attention cache is allocated once for the longest sequence a decoding can reach and
+written in place, so the per-token step allocates nothing for it. Its ``length`` is the
+number of valid positions; rolling it back (speculative decoding, reference verification)
+is just lowering ``length``.
+
+The cross-attention K/V depends only on the encoder output, so it is projected once per
+audio window and shared by every beam and every decoding step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+class SelfAttentionCache:
+    """Keys and values of every decoder layer: ``(n_layer, batch, n_head, max_len, head_dim)``."""
+
+    def __init__(
+        self,
+        n_layer: int,
+        batch: int,
+        n_head: int,
+        max_len: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        shape = (n_layer, batch, n_head, max_len, head_dim)
+        self.k = torch.empty(shape, dtype=dtype, device=device)
+        self.v = torch.empty(shape, dtype=dtype, device=device)
+        self.length = 0
+
+    @property
+    def batch(self) -> int:
+        return self.k.shape[1]
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[3]
+
+    def write(self, layer: int, k: Tensor, v: Tensor, offset: int) -> tuple[Tensor, Tensor]:
+        """Store ``k, v`` of shape (batch, n_head, T, head_dim) at ``offset``; return the valid prefix."""
+        end = offset + k.shape[2]
+        if end > self.max_len:
+            raise ValueError(f"decoder context overflow: {end} positions > {self.max_len}")
+        self.k[layer, :, :, offset:end] = k
+        self.v[layer, :, :, offset:end] = v
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (beam search): rows may repeat or drop out."""
+        n = self.length
+        if n == 0:
+            return
+        if index.numel() == self.batch:
+            self.k[:, :, :, :n] = self.k[:, index, :, :n]
+            self.v[:, :, :, :n] = self.v[:, index, :, :n]
+        else:  # batch size changes: reallocate at the new size
+            k = self.k.index_select(1, index)
+            v = self.v.index_select(1, index)
+            self.k, self.v = k, v
+
+    def truncate(self, length: int) -> None:
+        assert 0 <= length <= self.length
+        self.length = length
+
+
+@dataclass
+class CrossKV:
+    """Per decoder layer, the projected encoder keys and values: (1 or batch, n_head, n_audio, head_dim)."""
+
+    k: list[Tensor]
+    v: list[Tensor]
+
+    @property
+    def n_audio(self) -> int:
+        return self.k[0].shape[2]
+
+    def expand(self, batch: int) -> "CrossKV":
+        """A view that serves ``batch`` rows (beams) without copying."""
+        if self.k[0].shape[0] == batch:
+            return self
+        assert self.k[0].shape[0] == 1, "only a single audio can be broadcast over beams"
+        return CrossKV(
+            [k.expand(batch, -1, -1, -1) for k in self.k],
+            [v.expand(batch, -1, -1, -1) for v in self.v],
+        )
+
+    def select(self, index: Tensor) -> "CrossKV":
+        if self.k[0].shape[0] == 1:
+            return self
+        return CrossKV([k.index_select(0, index) for k in self.k], [v.index_select(0, index) for v in self.v])
