@@ -1,0 +1,142 @@
+"""The Python API: ``load_model`` and the ``Model`` it returns.
+
+A ``Model`` owns the network, its tokenizer and what its weight file said (alignment heads,
+non-speech tokens). It is read-only after loading, so one model can serve many transcriptions
+and streaming sessions at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from stenoflow.audio.features import log_mel_spectrogram
+from stenoflow.audio.io import load_audio, validate_samples
+from stenoflow.decoding.options import DecodingOptions, DecodingResult
+from stenoflow.decoding.task import DecoderContext, DecodingTask, detect_language
+from stenoflow.decoding.transcribe import Segment, TranscribeOptions, TranscriptionInfo, transcribe
+from stenoflow.model.whisper import Whisper
+from stenoflow.tokenizer import Tokenizer
+from stenoflow.weights.loaded import LoadedWeights
+from stenoflow.weights.registry import bundled_tokenizer_file, default_alignment_heads, resolve_model
+
+log = logging.getLogger(__name__)
+
+COMPUTE_TYPES = ("float32", "int8", "float16")
+
+
+class Model:
+    def __init__(self, weights: LoadedWeights, name: str, device: str = "cpu", compute: str = "float32") -> None:
+        if compute not in COMPUTE_TYPES:
+            raise ValueError(f"compute must be one of {', '.join(COMPUTE_TYPES)}, got {compute!r}")
+        if compute == "float16" and not str(device).startswith("cuda"):
+            raise ValueError("compute='float16' needs a CUDA device; use float32 or int8 on the CPU")
+        if compute == "int8" and str(device) != "cpu":
+            raise ValueError("compute='int8' (dynamic quantisation) runs on the CPU only")
+        self.name = name
+        self.device = torch.device(device)
+        self.compute = compute
+        self.dims = weights.dims
+        self.weights_info = {"source": weights.source, "format": weights.format}
+        whisper = Whisper(weights.dims)
+        whisper.load_state_dict({k: v.float() for k, v in weights.state_dict.items()}, strict=True)
+        whisper.eval().requires_grad_(False).fuse()
+        if compute == "int8":
+            whisper = quantize_int8(whisper)
+        elif compute == "float16":
+            whisper = whisper.half()
+        self.whisper = whisper.to(self.device)
+        tokenizer_file = weights.tokenizer_file or bundled_tokenizer_file(weights.dims.n_vocab)
+        self.tokenizer = Tokenizer.from_file(tokenizer_file, multilingual=weights.dims.is_multilingual)
+        non_speech = weights.suppress_ids or self.tokenizer.non_speech_tokens
+        self.context = DecoderContext(self.whisper, self.tokenizer, tuple(non_speech))
+        self.alignment_heads = weights.alignment_heads or default_alignment_heads(weights.dims)
+
+    @property
+    def is_multilingual(self) -> bool:
+        return self.dims.is_multilingual
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, **self.weights_info, "compute": self.compute, "device": str(self.device),
+                "dims": self.dims.to_dict()}
+
+    # --- building blocks ------------------------------------------------------------------
+    def features(self, audio: np.ndarray | Tensor, padding: int = 0) -> Tensor:
+        """Log-mel (n_mels, frames) of 16 kHz mono samples, with ``padding`` zero samples appended."""
+        return log_mel_spectrogram(audio, n_mels=self.dims.n_mels, padding=padding, device=self.device)
+
+    @torch.inference_mode()
+    def encode(self, mel: Tensor) -> Tensor:
+        """Encoder output (1, frames/2, D) of a log-mel window (n_mels, frames <= 3000)."""
+        if mel.dim() == 2:
+            mel = mel[None]
+        dtype = torch.float16 if self.compute == "float16" else torch.float32
+        return self.whisper.encoder(mel.to(self.device, dtype))
+
+    def decode(self, features_or_mel: Tensor, options: DecodingOptions | None = None) -> DecodingResult:
+        """Decode one window from its encoder output (1, S, D) or its log-mel (n_mels, frames)."""
+        features = features_or_mel
+        if features.dim() == 2 or features.shape[-2] == self.dims.n_mels:
+            features = self.encode(features)
+        return DecodingTask(self.context, options or DecodingOptions()).run(features)
+
+    def detect_language_mel(self, mel: Tensor) -> tuple[str, dict[str, float]]:
+        return detect_language(self.context, self.whisper.decoder.cross_kv(self.encode(mel)))
+
+    def detect_language(self, audio: str | Path | np.ndarray) -> tuple[str, dict[str, float]]:
+        """Most likely language code of the first 30 s and the probability of every language."""
+        samples = _samples(audio)[: 30 * 16000]
+        return self.detect_language_mel(self.features(samples, padding=30 * 16000 - len(samples)))
+
+    # --- front doors ----------------------------------------------------------------------
+    def transcribe(self, audio: str | Path | np.ndarray, *,
+                   progress: Callable[[float, float], None] | None = None,
+                   **options: object) -> tuple[Iterator[Segment], TranscriptionInfo]:
+        """Long-form transcription: a lazy iterator of segments and the run's info.
+
+        Options are the fields of ``TranscribeOptions`` (beam_size, language, word_timestamps, ...).
+        """
+        known = {f.name for f in fields(TranscribeOptions)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unknown transcribe option(s) {unknown}; known: {sorted(known)}")
+        if isinstance(options.get("temperature"), (int, float)):
+            options["temperature"] = (float(options["temperature"]),)  # type: ignore[arg-type]
+        opts = TranscribeOptions(**options)  # type: ignore[arg-type]
+        return transcribe(self, _samples(audio), opts, progress)
+
+
+def _samples(audio: str | Path | np.ndarray) -> np.ndarray:
+    if isinstance(audio, (str, Path)):
+        return load_audio(audio)
+    return validate_samples(audio)
+
+
+def quantize_int8(model: Whisper) -> Whisper:
+    """Dynamic int8 quantisation of every linear layer, the tied output projection included.
+
+    Weights become int8 with per-channel scales; activations are quantised on the fly, so the
+    model needs no calibration data.
+    """
+    decoder = model.decoder
+    proj = nn.Linear(decoder.token_embedding.weight.shape[1], decoder.token_embedding.weight.shape[0], bias=False)
+    proj.weight = nn.Parameter(decoder.token_embedding.weight.detach().clone(), requires_grad=False)
+    decoder.logits_proj = proj
+    return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+
+
+def load_model(name_or_path: str, device: str = "cpu", compute: str = "float32",
+               threads: int | None = None, cache_dir: Path | None = None) -> Model:
+    """Load ``tiny.en``, ``base`` or a local model file/directory of a supported format."""
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    weights = resolve_model(name_or_path, cache_dir=cache_dir)
+    return Model(weights, name_or_path, device=device, compute=compute)

@@ -1,0 +1,108 @@
+"""Decoding rules as pure logic: logit filters, beam bookkeeping, segment splitting, ranking."""
+
+from __future__ import annotations
+
+import torch
+
+from stenoflow.decoding.logit_filters import ApplyTimestampRules, SuppressBlank, SuppressTokens
+from stenoflow.decoding.options import DecodingOptions, verify_options
+from stenoflow.decoding.strategies import GreedyDecoder, MaximumLikelihoodRanker
+from stenoflow.decoding.transcribe import split_segments
+
+import pytest
+
+EOT, NO_TS, TB, V = 10, 11, 12, 40  # a toy vocabulary: text 0..9, eot, <|notimestamps|>, timestamps 12..39
+
+
+def rules(sample_begin: int = 2, max_initial: int | None = 5) -> ApplyTimestampRules:
+    return ApplyTimestampRules(EOT, NO_TS, TB, sample_begin, max_initial)
+
+
+def test_first_token_is_an_early_timestamp() -> None:
+    logits = torch.zeros(1, V)
+    rules().apply(logits, torch.tensor([[0, 1]]))
+    allowed = torch.isfinite(logits[0]).nonzero().flatten().tolist()
+    assert allowed == list(range(TB, TB + 6))
+
+
+def test_timestamp_pairs_and_monotonic() -> None:
+    # a lone timestamp after text closes a segment: next comes a timestamp >= 7 or end-of-text
+    logits = torch.zeros(1, V)
+    logits[0, EOT] = 10.0
+    rules().apply(logits, torch.tensor([[0, 1, TB + 3, 4, TB + 7]]))
+    allowed = set(torch.isfinite(logits[0]).nonzero().flatten().tolist())
+    assert allowed == {EOT} | set(range(TB + 7, V))
+    # after a closed pair "<|7|><|7|>" the next token must be text (timestamps suppressed)
+    logits = torch.zeros(1, V)
+    rules().apply(logits, torch.tensor([[0, 1, TB + 3, 4, TB + 7, TB + 7]]))
+    allowed = set(torch.isfinite(logits[0]).nonzero().flatten().tolist())
+    assert allowed and all(t <= EOT for t in allowed)
+    # inside a segment, timestamps smaller than the last one are not allowed
+    logits = torch.zeros(1, V)
+    rules().apply(logits, torch.tensor([[0, 1, TB + 3, 4]]))
+    assert torch.isinf(logits[0, TB : TB + 4]).all() and torch.isfinite(logits[0, TB + 4 :]).all()
+
+
+def test_timestamps_win_when_likelier_than_any_text() -> None:
+    logits = torch.zeros(1, V)
+    logits[0, TB:] = 1.0  # 28 timestamps, each as likely as e^1 vs text e^0
+    rules().apply(logits, torch.tensor([[0, 1, TB + 1, 5]]))
+    assert torch.isinf(logits[0, :TB]).all()
+
+
+def test_rules_are_per_row() -> None:
+    logits = torch.zeros(2, V)
+    logits[:, :EOT] = 5.0  # text is likelier than all timestamps together
+    rules().apply(logits, torch.tensor([[0, 1, TB + 3, 4, TB + 7], [0, 1, TB + 3, 4, 5]]))
+    assert torch.isinf(logits[0, :EOT]).all()
+    assert torch.isfinite(logits[1, :EOT]).all()
+
+
+def test_suppress_blank_only_at_start_and_suppress_tokens_always() -> None:
+    f = SuppressBlank([3, EOT], sample_begin=2)
+    logits = torch.zeros(1, V)
+    f.apply(logits, torch.tensor([[0, 1]]))
+    assert torch.isinf(logits[0, [3, EOT]]).all()
+    logits = torch.zeros(1, V)
+    f.apply(logits, torch.tensor([[0, 1, 5]]))
+    assert torch.isfinite(logits).all()
+    logits = torch.zeros(1, V)
+    SuppressTokens([4, 7]).apply(logits, torch.tensor([[0, 1, 5]]))
+    assert torch.isinf(logits[0, [4, 7]]).all() and torch.isfinite(logits).sum() == V - 2
+
+
+def test_greedy_keeps_finished_rows_finished() -> None:
+    g = GreedyDecoder(0.0, EOT)
+    tokens = torch.tensor([[0, EOT], [0, 3]])
+    logits = torch.zeros(2, V)
+    logits[:, 5] = 10.0
+    total = torch.zeros(2)
+    tokens, done = g.update(tokens, logits, total)
+    assert tokens[:, -1].tolist() == [EOT, 5] and not done
+    assert total[0] == 0.0 and total[1] < 0.0
+
+
+def test_split_segments_at_timestamp_pairs() -> None:
+    toks = [TB + 0, 1, 2, TB + 50, TB + 50, 3, 4, TB + 100]  # two segments, single timestamp ending
+    segs, advance = split_segments(toks, TB, time_offset=10.0, segment_frames=3000)
+    assert [(s, e) for s, e, _ in segs] == [(10.0, 11.0), (11.0, 12.0)]
+    assert advance == 3000
+    toks = [TB + 0, 1, TB + 50, TB + 50, 3, 4]  # the last segment is unfinished: seek to its start
+    segs, advance = split_segments(toks, TB, time_offset=0.0, segment_frames=3000)
+    assert len(segs) == 1 and advance == 100
+
+
+def test_ranker_length_normalisation() -> None:
+    r = MaximumLikelihoodRanker(None)
+    assert r.rank([2, 10], [-2.0, -5.0]) == 1  # -1.0 vs -0.5 per token
+    r = MaximumLikelihoodRanker(1.0)
+    assert r.score(-6.0, 1) == pytest.approx(-6.0)
+
+
+def test_option_validation() -> None:
+    with pytest.raises(ValueError, match="best_of"):
+        verify_options(DecodingOptions(beam_size=5, best_of=5), True)
+    with pytest.raises(ValueError, match="English-only"):
+        verify_options(DecodingOptions(task="translate"), False)
+    with pytest.raises(ValueError, match="patience"):
+        verify_options(DecodingOptions(patience=2.0), True)
