@@ -224,9 +224,9 @@ def _windows(model: "Model", mel: torch.Tensor, content_frames: int, options: Tr
             next_id += 1
             last_end = end
         if options.word_timestamps and segments:
-            _add_word_timings(model, tok, segments, features, size, time_offset)
-        for s in segments:
-            all_tokens.extend(t for t in s.tokens if t < tok.eot)
+            last_end = _add_word_timings(model, tok, segments, features, size, time_offset, segments[0].start)
+        for s in segments:  # with their timestamp tokens, as the model saw such prompts in training
+            all_tokens.extend(s.tokens)
         if not options.condition_on_previous_text or result.temperature > options.prompt_reset_on_temperature:
             prompt_reset = len(all_tokens)
         seek += max(advance, 1)
@@ -236,11 +236,14 @@ def _windows(model: "Model", mel: torch.Tensor, content_frames: int, options: Tr
 
 
 def _add_word_timings(model: "Model", tok: object, segments: list[Segment], features: torch.Tensor,
-                      num_frames: int, time_offset: float) -> None:
-    """Align all text of the window at once, then hand each segment its words."""
+                      num_frames: int, time_offset: float, not_before: float) -> float:
+    """Align all text of the window at once, hand each segment its words, and let the words set
+    the segment bounds (they are finer than the 20 ms timestamp tokens). Returns the last word end."""
     text_tokens = [[t for t in s.tokens if t < model.tokenizer.eot] for s in segments]
     flat = [t for ts in text_tokens for t in ts]
     timings = find_alignment(model.whisper, tok, flat, features, num_frames, model.alignment_heads)  # type: ignore[arg-type]
+    window_end = time_offset + num_frames * HOP_LENGTH / SAMPLE_RATE
+    last = not_before
     k = 0
     for seg, toks in zip(segments, text_tokens):
         words: list[Word] = []
@@ -248,8 +251,12 @@ def _add_word_timings(model: "Model", tok: object, segments: list[Segment], feat
         while k < len(timings) and used < len(toks):
             w = timings[k]
             used += len(w.tokens)
-            start = max(time_offset + w.start, seg.start)
-            end = min(max(time_offset + w.end, start), seg.end) if seg.end > start else start
+            start = min(max(time_offset + w.start, last), window_end)
+            end = min(max(time_offset + w.end, start), window_end)
             words.append(Word(w.word, round(start, 3), round(end, 3), round(w.probability, 4)))
+            last = end
             k += 1
         seg.words = words
+        if words:
+            seg.start, seg.end = words[0].start, max(words[-1].end, words[0].start)
+    return last
