@@ -8,6 +8,7 @@ and streaming sessions at once.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -128,7 +129,10 @@ def quantize_int8(model: Whisper) -> Whisper:
     proj = nn.Linear(decoder.token_embedding.weight.shape[1], decoder.token_embedding.weight.shape[0], bias=False)
     proj.weight = nn.Parameter(decoder.token_embedding.weight.detach().clone(), requires_grad=False)
     decoder.logits_proj = proj
-    return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    with warnings.catch_warnings():  # torch.ao's eager quantisation warns of its future move
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
 
 
 def load_model(name_or_path: str, device: str = "cpu", compute: str = "float32",

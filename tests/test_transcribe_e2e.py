@@ -1,0 +1,154 @@
+"""End-to-end file transcription on real models and real (or synthesized) speech."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stenoflow.api import Model, load_model
+from stenoflow.audio.io import AudioError
+from stenoflow.bench.metrics import wer
+from stenoflow.cli import main as cli_main
+
+pytestmark = pytest.mark.slow
+
+JFK_PHRASE = "ask not what your country can do for you"
+
+
+def norm(text: str) -> str:
+    return re.sub(r"[^a-z ]", "", text.lower())
+
+
+@pytest.fixture(scope="module")
+def long_clip():  # type: ignore[no-untyped-def]
+    from stenoflow.bench.datasets import long_form
+
+    return long_form(minutes=2.0)
+
+
+@pytest.fixture(scope="module")
+def long_result(tiny: Model, long_clip):  # type: ignore[no-untyped-def]
+    segments, info = tiny.transcribe(long_clip.audio_path, beam_size=5, word_timestamps=True)
+    return list(segments), info
+
+
+def test_long_form_timestamps_and_text(long_clip, long_result) -> None:  # type: ignore[no-untyped-def]
+    segments, info = long_result
+    assert info.duration == pytest.approx(long_clip.duration, abs=0.05) and info.duration >= 120
+    assert len(segments) >= 10
+    previous_end = 0.0
+    for s in segments:
+        assert previous_end <= s.start < s.end <= info.duration + 0.01, (previous_end, s)
+        previous_end = s.end
+        assert s.words, "word timestamps were asked for"
+        starts = [w.start for w in s.words]
+        assert starts == sorted(starts) and all(w.start <= w.end for w in s.words)
+        assert s.words[0].start >= s.start - 1e-6 and s.words[-1].end <= s.end + 1e-6
+    # the late part of the file is transcribed too (seek advanced through every window)
+    assert segments[-1].end > info.duration - 10
+    text = "".join(s.text for s in segments)
+    assert wer([long_clip.text], [text]).wer < 0.2
+
+
+def test_long_form_outputs_parse(long_result, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from stenoflow.output import write_outputs
+
+    segments, info = long_result
+    paths = write_outputs(segments, info, Path("long.wav"), tmp_path, ["srt", "vtt", "json"])
+    srt_blocks = paths[0].read_text().strip().split("\n\n")
+    assert len(srt_blocks) == len(segments)
+    for i, block in enumerate(srt_blocks, start=1):
+        lines = block.split("\n")
+        assert lines[0] == str(i)
+        assert re.fullmatch(r"\d\d:\d\d:\d\d,\d{3} --> \d\d:\d\d:\d\d,\d{3}", lines[1])
+    vtt = paths[1].read_text()
+    assert vtt.startswith("WEBVTT") and vtt.count(" --> ") == len(segments)
+    doc = json.loads(paths[2].read_text())
+    assert [s["start"] for s in doc["segments"]] == [s.start for s in segments]
+    assert doc["options"]["word_timestamps"] is True
+
+
+def test_word_timestamps_on_jfk(tiny: Model, jfk_path: Path) -> None:
+    segments, _ = tiny.transcribe(jfk_path, word_timestamps=True)
+    words = [w for s in segments for w in s.words or []]
+    by_text = {norm(w.word).strip(): w for w in words}
+    # "Americans" is spoken around 2.3-3.3 s and "country" (last) near 10.3 s in jfk.wav
+    assert 1.8 < by_text["americans"].start < 3.0
+    assert 9.5 < words[-1].start < 11.0
+
+
+def test_language_detection_multilingual(base: Model, jfk_audio: np.ndarray) -> None:
+    code, probs = base.detect_language(jfk_audio)
+    assert code == "en" and probs["en"] > 0.9
+    segments, info = base.transcribe(jfk_audio)
+    assert info.language == "en" and info.all_language_probs is not None
+    assert JFK_PHRASE in norm("".join(s.text for s in segments))
+
+
+def test_int8_transcribes(jfk_audio: np.ndarray) -> None:
+    model = load_model("tiny.en", compute="int8")
+    segments, info = model.transcribe(jfk_audio, beam_size=1)
+    assert JFK_PHRASE in norm("".join(s.text for s in segments))
+    assert info.model["compute"] == "int8"
+
+
+def test_temperature_fallback_runs_each_temperature(tiny: Model, jfk_audio: np.ndarray) -> None:
+    segments, _ = tiny.transcribe(jfk_audio, beam_size=1)
+    assert {s.temperature for s in segments} == {0.0}
+    # a threshold nothing can meet forces every fallback temperature; the last result is kept
+    segments, _ = tiny.transcribe(jfk_audio, beam_size=1, compression_ratio_threshold=0.01,
+                                  temperature=(0.0, 0.5, 1.0))
+    assert segments and {s.temperature for s in segments} == {1.0}
+
+
+def test_silence_gives_no_segments(tiny: Model) -> None:
+    rng = np.random.default_rng(0)
+    silence = (rng.standard_normal(16000 * 8) * 1e-4).astype(np.float32)
+    segments, _ = tiny.transcribe(silence)
+    assert list(segments) == []
+
+
+def test_8khz_stereo_is_resampled(tiny: Model, jfk_audio: np.ndarray, tmp_path: Path) -> None:
+    import soundfile as sf
+    from scipy.signal import resample_poly
+
+    low = resample_poly(jfk_audio, 1, 2).astype(np.float32)
+    stereo = np.stack([low, 0.8 * low], axis=1)
+    path = tmp_path / "jfk-8k-stereo.wav"
+    sf.write(path, stereo, 8000)
+    segments, info = tiny.transcribe(path)
+    assert info.duration == pytest.approx(11.0, abs=0.1)
+    assert JFK_PHRASE in norm("".join(s.text for s in segments))
+
+
+def test_bad_inputs_give_clear_errors(tiny: Model, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    with pytest.raises(AudioError, match="empty"):
+        tiny.transcribe(empty)
+    corrupt = tmp_path / "corrupt.mp3"
+    corrupt.write_bytes(np.random.default_rng(1).bytes(5000))
+    with pytest.raises(AudioError, match="corrupt.mp3"):
+        tiny.transcribe(corrupt)
+    with pytest.raises(ValueError, match="tiny.en"):
+        load_model("no-such-model")
+    with pytest.raises(TypeError, match="unknown transcribe option"):
+        tiny.transcribe(np.zeros(16000, np.float32), beam=3)
+    with pytest.raises(ValueError, match="NaN|finite"):
+        tiny.transcribe(np.full(16000, np.nan, np.float32))
+
+
+def test_cli_transcribe_and_errors(jfk_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli_main(["transcribe", str(jfk_path), "--model", "tiny.en", "--beam-size", "1", "-f", "all",
+                     "-o", str(tmp_path), "--no-progress"])
+    assert code == 0
+    assert {p.suffix for p in tmp_path.iterdir()} == {".txt", ".srt", ".vtt", ".json"}
+    assert JFK_PHRASE in norm((tmp_path / "jfk.txt").read_text())
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    assert cli_main(["transcribe", str(empty), "--no-progress", "-o", str(tmp_path)]) == 2
+    assert cli_main(["transcribe", str(jfk_path), "--model", "nope", "--no-progress"]) == 2
