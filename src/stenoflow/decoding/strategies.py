@@ -105,9 +105,12 @@ class BeamSearchDecoder:
                 keep_scores.append(scores_l[flat])
                 if len(keep_rows) == self.beam_size:
                     break
-        index = torch.tensor(keep_rows, dtype=torch.long, device=tokens.device)
-        tokens = torch.cat([tokens[index], torch.tensor(keep_tokens, device=tokens.device)[:, None]], dim=-1)
-        sum_logprobs.copy_(torch.tensor(keep_scores, dtype=sum_logprobs.dtype))
+        slots = stable_slots(keep_rows)
+        parents = [keep_rows[j] for j in slots]
+        index = torch.tensor(parents, dtype=torch.long, device=tokens.device)
+        new_tokens = torch.tensor([keep_tokens[j] for j in slots], device=tokens.device)
+        tokens = torch.cat([tokens[index], new_tokens[:, None]], dim=-1)
+        sum_logprobs.copy_(torch.tensor([keep_scores[j] for j in slots], dtype=sum_logprobs.dtype))
         self.inference.rearrange(index)
         done = len(self.finished) >= self.max_candidates
         return tokens, done
@@ -122,6 +125,30 @@ class BeamSearchDecoder:
                     break
         seqs = [torch.tensor(s) for s in finished]
         return [seqs], [list(finished.values())]
+
+
+def stable_slots(parents: list[int]) -> list[int]:
+    """Order the kept candidates so that each stays in its parent's row where it can.
+
+    Row order means nothing to the search, but a candidate left in its parent's row needs no
+    copy of that row's KV cache: usually most beams extend in place and few rows move.
+    Returns, for each row, the index of the candidate placed there.
+    """
+    n = len(parents)
+    slot_of: list[int | None] = [None] * n
+    taken = [False] * n
+    for j, p in enumerate(parents):
+        if not taken[p]:
+            taken[p] = True
+            slot_of[j] = p
+    free = iter(i for i in range(n) if not taken[i])
+    rows = [0] * n
+    for j in range(n):
+        slot = slot_of[j]
+        if slot is None:
+            slot = next(free)
+        rows[slot] = j
+    return rows
 
 
 class MaximumLikelihoodRanker:

@@ -58,8 +58,11 @@ class SelfAttentionCache:
         if n == 0:
             return
         if index.numel() == self.batch:
-            self.k[:, :, :, :n] = self.k[:, index, :, :n]
-            self.v[:, :, :, :n] = self.v[:, index, :, :n]
+            moved = (index != torch.arange(self.batch, device=index.device)).nonzero().flatten()
+            if moved.numel():  # rows that keep their own history need no copy
+                src = index[moved]
+                self.k[:, moved, :, :n] = self.k[:, src, :, :n]
+                self.v[:, moved, :, :n] = self.v[:, src, :, :n]
         else:  # batch size changes: reallocate at the new size
             k = self.k.index_select(1, index)
             v = self.v.index_select(1, index)

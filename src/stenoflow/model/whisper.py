@@ -86,8 +86,20 @@ class MultiHeadAttention(nn.Module):
         return self.out(self.merge(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
 
     def cross_forward(self, x: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor | None]:
-        q = self.heads(self.query(x))
-        return self.out(self.merge(F.scaled_dot_product_attention(q, k, v))), None
+        """x (B, T, D) attends to one audio's k, v (1, H, S, D/H), or to one per row (B, H, S, D/H).
+
+        With one audio shared by B beams, the beams are folded into the query axis: one
+        attention over (1, H, B*T) queries reads the keys once instead of B broadcast copies.
+        Cross-attention has no mask, so this is the same computation.
+        """
+        b, t, d = x.shape
+        q = self.query(x)
+        if k.shape[0] == 1 and b > 1:
+            q = self.heads(q.reshape(1, b * t, d))
+            out = self.merge(F.scaled_dot_product_attention(q, k, v)).reshape(b, t, d)
+        else:
+            out = self.merge(F.scaled_dot_product_attention(self.heads(q), k, v))
+        return self.out(out), None
 
     def cross_forward_qk(self, x: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Cross-attention that also returns the pre-softmax scores (B, H, T, S) for alignment."""
@@ -184,7 +196,8 @@ class TextDecoder(nn.Module):
         t = tokens.shape[1]
         x = self.token_embedding(tokens) + self.positional_embedding[offset : offset + t]
         mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
-        cross = cross.expand(tokens.shape[0])
+        if return_cross_qk:
+            cross = cross.expand(tokens.shape[0])
         qks: list[Tensor] | None = [] if return_cross_qk else None
         for i, block in enumerate(self.blocks):
             x = x + block.attn.cached_forward(block.attn_ln(x), cache, i, mask)
