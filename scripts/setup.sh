@@ -59,7 +59,10 @@ fi
 .venv/bin/pip install --upgrade pip
 # Exactly this version: the CPU wheel lies on local disk; never ask for plain "torch".
 .venv/bin/pip install torch==2.13.0
-.venv/bin/pip install -e '.[models,dev]'
+.venv/bin/pip install -e '.[models,dev,peers]'
+# Benchmark peer, without its declared deps (they would add torchaudio and a web server stack;
+# the 'peers' extra above holds what its in-process streaming paths import).
+.venv/bin/pip install --no-deps whisperlivekit==0.2.26
 
 # --- 3. jfk.wav ------------------------------------------------------------------------------
 DATA_DIR="${STENOFLOW_DATA:-$REPO_ROOT/.cache/stenoflow/data}"
