@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import fields
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from stenoflow.audio.features import log_mel_spectrogram
+from stenoflow.audio.hush import HushWord, find_hush
 from stenoflow.audio.io import load_audio, validate_samples
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.task import DecoderContext, DecodingTask, detect_language
@@ -26,6 +28,9 @@ from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import Tokenizer
 from stenoflow.weights.loaded import LoadedWeights
 from stenoflow.weights.registry import bundled_tokenizer_file, default_alignment_heads, resolve_model
+
+if TYPE_CHECKING:
+    from stenoflow.streaming.session import StreamOptions, StreamSession
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,7 @@ class Model:
         non_speech = weights.suppress_ids or self.tokenizer.non_speech_tokens
         self.context = DecoderContext(self.whisper, self.tokenizer, tuple(non_speech))
         self.alignment_heads = weights.alignment_heads or default_alignment_heads(weights.dims)
+        self.hush: HushWord | None = find_hush(name, Path(weights.source))
 
     @property
     def is_multilingual(self) -> bool:
@@ -111,6 +117,17 @@ class Model:
             options["temperature"] = (float(options["temperature"]),)  # type: ignore[arg-type]
         opts = TranscribeOptions(**options)  # type: ignore[arg-type]
         return transcribe(self, _samples(audio), opts, progress)
+
+    def stream(self, options: "StreamOptions | None" = None, **overrides: object) -> "StreamSession":
+        """A new streaming session on this model: ``push(samples)`` as audio arrives, then ``finish()``.
+
+        ``overrides`` replace fields of ``options`` (step, policy, beam_size, ...). Sessions share
+        the model read-only, so any number may run at once.
+        """
+        from stenoflow.streaming.session import StreamOptions, StreamSession
+
+        opts = replace(options or StreamOptions(), **overrides)  # type: ignore[arg-type]
+        return StreamSession(self, opts)
 
 
 def _samples(audio: str | Path | np.ndarray) -> np.ndarray:

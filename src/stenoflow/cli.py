@@ -6,6 +6,7 @@ Each subcommand is a thin layer over the Python API.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -52,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-condition-on-previous-text", action="store_true")
     t.add_argument("--without-timestamps", action="store_true")
     t.add_argument("--word-timestamps", action="store_true", help="word times by cross-attention alignment")
+    t.add_argument("--hush", action="store_true",
+                   help="encode short windows as speech + the model's hush word instead of 30 s padding")
     t.add_argument("--output-format", "-f", default="txt", choices=[*FORMATS, "all"])
     t.add_argument("--output-dir", "-o", type=Path, default=Path("."))
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -68,6 +71,26 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--long-minutes", type=float, default=2.0, help="length of the synthesized long-form file")
     bt.add_argument("--repeats", type=int, default=3, help="timing repeats (best of)")
     bt.add_argument("--out", type=Path, default=Path("bench-results/transcribe.json"))
+
+    h = sub.add_parser("train-hush", help="train a hush word (0.5 s of audio that replaces 30 s padding)")
+    h.add_argument("--model", default="tiny.en")
+    h.add_argument("--steps", type=int, default=1000)
+    h.add_argument("--clips-per-step", type=int, default=3)
+    h.add_argument("--lr", type=float, default=1e-3)
+    h.add_argument("--amplitude", type=float, default=0.1, help="bound on |sample|")
+    h.add_argument("--eot-weight", type=float, default=4.0)
+    h.add_argument("--train-clips", type=int, default=150)
+    h.add_argument("--heldout-clips", type=int, default=16)
+    h.add_argument("--eval-every", type=int, default=100)
+    h.add_argument("--threads", type=int, default=None)
+    h.add_argument("--run-dir", type=Path, default=None, help="checkpoints (resumable); default .cache/stenoflow/hush-runs/MODEL")
+    h.add_argument("--out", type=Path, default=None, help="where to write the hush word (.npz)")
+
+    bh = bsub.add_parser("hush", help="input schemes after short speech: padding, zeros, noise, hush word")
+    bh.add_argument("--models", default="tiny.en,base")
+    bh.add_argument("--clips", type=int, default=20)
+    bh.add_argument("--threads", type=int, default=2)
+    bh.add_argument("--out", type=Path, default=Path("bench-results"))
 
     d = sub.add_parser("data", help="evaluation and training data sets")
     dsub = d.add_subparsers(dest="data", required=True)
@@ -98,7 +121,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             beam_size=args.beam_size, best_of=args.best_of, patience=args.patience,
             length_penalty=args.length_penalty, temperature=args.temperature,
             initial_prompt=args.initial_prompt, condition_on_previous_text=not args.no_condition_on_previous_text,
-            without_timestamps=args.without_timestamps, word_timestamps=args.word_timestamps,
+            without_timestamps=args.without_timestamps, word_timestamps=args.word_timestamps, hush=args.hush,
         )
         segments = []
         for seg in segments_iter:
@@ -132,6 +155,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         table = run_transcribe_bench(opts, args.out)
         sys.stdout.write(table + "\n")
         return 0
+    if args.bench == "hush":
+        from stenoflow.bench.hush_bench import HushBenchOptions, run_hush_bench
+
+        table = run_hush_bench(HushBenchOptions(models=tuple(args.models.split(",")), clips=args.clips,
+                                                threads=args.threads), args.out)
+        sys.stdout.write(table + "\n")
+        return 0
     raise AssertionError(args.bench)
 
 
@@ -142,7 +172,28 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"transcribe": cmd_transcribe, "models": cmd_models, "bench": cmd_bench, "data": cmd_data}
+def cmd_train_hush(args: argparse.Namespace) -> int:
+    from stenoflow.api import load_model
+    from stenoflow.training.hush_data import hush_examples
+    from stenoflow.training.hush_train import HushTrainOptions, train_hush
+
+    options = HushTrainOptions(steps=args.steps, clips_per_step=args.clips_per_step, lr=args.lr,
+                               amplitude=args.amplitude, eot_weight=args.eot_weight, eval_every=args.eval_every)
+    model = load_model(args.model, threads=args.threads)
+    log.info("building %d training and %d held-out clips with self-distilled targets", args.train_clips,
+             args.heldout_clips)
+    train, heldout = hush_examples(model, args.train_clips, args.heldout_clips, options.timestamp_share)
+    run_dir = args.run_dir or Path(".cache/stenoflow/hush-runs") / args.model
+    hush = train_hush(model, train, heldout, options, run_dir)
+    out = args.out or run_dir / "hush.npz"
+    hush.save(out)
+    (out.with_suffix(".json")).write_text(json.dumps(hush.record, indent=1))
+    log.info("hush word written to %s (record: %s)", out, out.with_suffix(".json"))
+    return 0
+
+
+COMMANDS = {"transcribe": cmd_transcribe, "models": cmd_models, "bench": cmd_bench, "data": cmd_data,
+            "train-hush": cmd_train_hush}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,6 +52,9 @@ class TranscribeOptions:
     without_timestamps: bool = False
     max_initial_timestamp: float = 1.0
     word_timestamps: bool = False
+    # Encode a window shorter than 30 s (a short file, or the last window) as speech ⊕ hush word
+    # instead of padding it to 30 s: fewer encoder frames, and the model still stops.
+    hush: bool = False
 
     def decoding(self, temperature: float) -> DecodingOptions:
         greedy_or_beam = temperature == 0
@@ -162,6 +165,9 @@ def transcribe(model: "Model", audio: np.ndarray, options: TranscribeOptions,
                ) -> tuple[Iterator[Segment], TranscriptionInfo]:
     """Segments of ``audio`` (16 kHz mono float32), lazily, and the info that describes the run."""
     tok = model.tokenizer
+    if options.hush and model.hush is None:
+        raise ValueError(f"no hush word for model {model.name!r}: train one with `stenoflow train-hush` "
+                         "or put hush.npz beside the model")
     mel = model.features(audio, padding=N_FRAMES * HOP_LENGTH)
     content_frames = mel.shape[-1] - N_FRAMES
     duration = len(audio) / SAMPLE_RATE
@@ -173,7 +179,7 @@ def transcribe(model: "Model", audio: np.ndarray, options: TranscribeOptions,
     info = TranscriptionInfo(language=language, language_probability=(probs or {}).get(language, 1.0),
                              duration=duration, options=options, all_language_probs=probs,
                              model=model.describe())
-    return _windows(model, mel, content_frames, options, language, progress), info
+    return _windows(model, audio, mel, content_frames, options, language, progress), info
 
 
 def window(mel: torch.Tensor, seek: int, size: int) -> torch.Tensor:
@@ -184,7 +190,7 @@ def window(mel: torch.Tensor, seek: int, size: int) -> torch.Tensor:
     return piece
 
 
-def _windows(model: "Model", mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
+def _windows(model: "Model", audio: np.ndarray, mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
              language: str, progress: Callable[[float, float], None] | None) -> Iterator[Segment]:
     tok = model.tokenizer.with_options(language if model.tokenizer.multilingual else None, options.task)
     tb = tok.timestamp_begin
@@ -199,8 +205,12 @@ def _windows(model: "Model", mel: torch.Tensor, content_frames: int, options: Tr
     while seek < content_frames:
         time_offset = seek * HOP_LENGTH / SAMPLE_RATE
         size = min(N_FRAMES, content_frames - seek)
-        mel_window = window(mel, seek, size)
-        features = model.encode(mel_window)
+        if options.hush and size < N_FRAMES:
+            assert model.hush is not None
+            speech = audio[seek * HOP_LENGTH : (seek + size) * HOP_LENGTH]
+            features = model.encode(model.features(model.hush.append(speech)))
+        else:
+            features = model.encode(window(mel, seek, size))
         cross = model.whisper.decoder.cross_kv(features)
         prompt = all_tokens[prompt_reset:] if options.condition_on_previous_text else None
         result = decode_with_fallback(model, cross, options, prompt, language)

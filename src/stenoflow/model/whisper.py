@@ -79,10 +79,12 @@ class MultiHeadAttention(nn.Module):
         return self.out(self.merge(F.scaled_dot_product_attention(q, k, v)))
 
     def cached_forward(
-        self, x: Tensor, cache: SelfAttentionCache, layer: int, mask: Tensor | None
+        self, x: Tensor, cache: SelfAttentionCache | None, layer: int, mask: Tensor | None
     ) -> Tensor:
+        """Causal self-attention; without a cache (training) the keys are only this call's."""
         q, k, v = self.project_qkv(x)
-        k, v = cache.write(layer, k, v, cache.length)
+        if cache is not None:
+            k, v = cache.write(layer, k, v, cache.length)
         return self.out(self.merge(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
 
     def cross_forward(self, x: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor | None]:
@@ -186,13 +188,16 @@ class TextDecoder(nn.Module):
         self,
         tokens: Tensor,
         cross: CrossKV,
-        cache: SelfAttentionCache,
+        cache: SelfAttentionCache | None,
         last_only: bool = False,
         return_cross_qk: bool = False,
     ) -> tuple[Tensor, list[Tensor] | None]:
         """tokens (B, T) continue the cached sequence; returns logits (B, T or 1, V) and,
-        when asked, each layer's cross-attention scores (B, H, T, S). The cache grows by T."""
-        offset = cache.length
+        when asked, each layer's cross-attention scores (B, H, T, S). The cache grows by T.
+
+        ``cache=None`` runs a whole sequence from position 0 with nothing stored: the path for
+        teacher-forced training, where in-place cache writes would break autograd."""
+        offset = cache.length if cache is not None else 0
         t = tokens.shape[1]
         x = self.token_embedding(tokens) + self.positional_embedding[offset : offset + t]
         mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
@@ -210,7 +215,8 @@ class TextDecoder(nn.Module):
                 out, _ = block.cross_attn.cross_forward(h, cross.k[i], cross.v[i])
             x = x + out
             x = x + block.mlp(block.mlp_ln(x))
-        cache.length = offset + t
+        if cache is not None:
+            cache.length = offset + t
         if last_only:
             x = x[:, -1:]
         return self.project(self.ln(x)), qks

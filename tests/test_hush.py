@@ -1,0 +1,73 @@
+"""The hush word: file validation, a real training signal, and the shipped words at work."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from stenoflow.api import Model
+from stenoflow.audio.hush import HUSH_SAMPLES, HushWord, bundled_hush_path
+from stenoflow.decoding.options import DecodingOptions
+
+
+def test_wrong_length_dtype_or_rate_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="8000 samples"):
+        HushWord(np.zeros(4000, np.float32), "tiny.en")
+    with pytest.raises(ValueError, match="float32"):
+        HushWord(np.zeros(HUSH_SAMPLES, np.int16), "tiny.en")  # type: ignore[arg-type]
+    path = tmp_path / "h.npz"
+    np.savez(path, samples=np.zeros(HUSH_SAMPLES, np.float32), sample_rate=np.int64(8000), model=np.str_("tiny.en"))
+    with pytest.raises(ValueError, match="8000 Hz"):
+        HushWord.load(path)
+    (tmp_path / "junk.npz").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="not a hush word"):
+        HushWord.load(tmp_path / "junk.npz")
+    good = HushWord(np.linspace(-0.1, 0.1, HUSH_SAMPLES, dtype=np.float32), "tiny.en", {"steps": 3})
+    again = HushWord.load(good.save(tmp_path / "ok.npz"))
+    assert np.array_equal(again.samples, good.samples) and again.record == {"steps": 3}
+
+
+@pytest.mark.slow
+def test_a_few_training_steps_lower_the_loss(tiny: Model, jfk_audio: np.ndarray) -> None:
+    from stenoflow.training.hush_train import example_loss, self_distilled_targets
+
+    examples = self_distilled_targets(tiny, [jfk_audio[: 16000 * 4], jfk_audio[16000 * 4 : 16000 * 9]],
+                                      ["", ""], timestamp_share=0.0, seed=0)
+    rng = np.random.default_rng(0)
+    # Start as training does, from faint noise: at exact zeros the log-mel floor passes no gradient.
+    hush = torch.nn.Parameter(torch.from_numpy(rng.uniform(-0.01, 0.01, HUSH_SAMPLES).astype(np.float32)))
+    opt = torch.optim.Adam([hush], lr=1e-3)
+
+    def total() -> torch.Tensor:
+        return sum(example_loss(tiny, hush, ex, 1.0, 0.0, 4.0, rng) for ex in examples)  # type: ignore[return-value]
+
+    with torch.enable_grad():
+        before = float(total().detach())
+        for _ in range(8):
+            opt.zero_grad()
+            total().backward()
+            assert hush.grad is not None and torch.isfinite(hush.grad).all() and hush.grad.abs().sum() > 0
+            opt.step()
+            with torch.no_grad():
+                hush.clamp_(-0.1, 0.1)
+        after = float(total().detach())
+    assert after < before * 0.9, (before, after)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_name", ["tiny", "base"])
+def test_shipped_hush_word_ends_jfk(model_name: str, request: pytest.FixtureRequest, jfk_audio: np.ndarray) -> None:
+    model: Model = request.getfixturevalue(model_name)
+    assert bundled_hush_path(model.name) is not None, f"no hush word shipped for {model.name}"
+    assert model.hush is not None and model.hush.record.get("steps")
+    mel = model.features(model.hush.append(jfk_audio))
+    assert mel.shape[-1] < 1200  # under 12 s of encoder input instead of 30 s
+    result = model.decode(mel, DecodingOptions(language="en", without_timestamps=True, sample_len=80))
+    text = re.sub(r"[^a-z ]", "", result.text.lower())
+    assert "ask not what your country can do for you" in text
+    assert "ask what you can do for your country" in text
+    assert len(result.tokens) < 40  # it stopped: no runaway
