@@ -77,9 +77,9 @@ def test_greedy_keeps_finished_rows_finished() -> None:
     logits = torch.zeros(2, V)
     logits[:, 5] = 10.0
     total = torch.zeros(2)
-    tokens, done = g.update(tokens, logits, total)
-    assert tokens[:, -1].tolist() == [EOT, 5] and not done
-    assert total[0] == 0.0 and total[1] < 0.0
+    step = g.update(tokens, logits, total)
+    assert step.tokens[:, -1].tolist() == [EOT, 5] and not step.done and step.parents is None
+    assert step.sum_logprobs[0] == 0.0 and step.sum_logprobs[1] < 0.0
 
 
 def test_split_segments_at_timestamp_pairs() -> None:

@@ -12,7 +12,8 @@ class Inference:
     """Feeds only the tokens the cache has not seen yet, so callers pass whole sequences.
 
     ``forward_passes`` counts decoder calls: later strategies (reference verification,
-    speculative decoding) are judged by how many they save.
+    speculative decoding) are judged by how many they save. ``pass_rows`` holds the batch rows
+    of each call after the prompt, the beam width beam pruning reduces.
     """
 
     def __init__(self, model: Whisper, cross: CrossKV, batch: int, max_len: int | None = None) -> None:
@@ -21,6 +22,7 @@ class Inference:
         self.cross = cross
         self.cache = model.new_cache(batch, max_len)
         self.forward_passes = 0
+        self.pass_rows: list[int] = []
 
     @property
     def length(self) -> int:
@@ -47,6 +49,7 @@ class Inference:
         new = tokens[:, self.cache.length :]
         logits, _ = self.model.decoder(new, self.cross, self.cache, last_only=True)
         self.forward_passes += 1
+        self.pass_rows.append(new.shape[0])
         return logits[:, -1]
 
     def all_logits(self, tokens: Tensor) -> Tensor:
@@ -54,6 +57,7 @@ class Inference:
         new = tokens[:, self.cache.length :]
         logits, _ = self.model.decoder(new, self.cross, self.cache)
         self.forward_passes += 1
+        self.pass_rows.append(new.shape[0])
         return logits
 
     def rearrange(self, index: Tensor) -> None:

@@ -23,6 +23,10 @@ class DecodingOptions:
     suppress_blank: bool = True  # no blank or end-of-text as the first sampled token
     without_timestamps: bool = False  # <|notimestamps|>: text tokens only
     max_initial_timestamp: float | None = 1.0  # the first timestamp may not exceed this (s)
+    # Beam pruning: the previous streaming round's hypothesis for this buffer; decoding keeps
+    # one row while it follows its word tokens (punctuation, timestamps, specials are ignored).
+    reference: tuple[int, ...] | None = None
+    reference_mode: str | None = None  # "prune": match token by token; "verify": in one pass
 
 
 @dataclass
@@ -37,6 +41,7 @@ class DecodingResult:
     temperature: float = 0.0
     compression_ratio: float = float("nan")
     stats: dict[str, float] = field(default_factory=dict)  # forward passes, beam widths...
+    fallbacks: list[str] = field(default_factory=list)  # why reference-guided decoding fell back
 
 
 def verify_options(options: DecodingOptions, multilingual: bool) -> None:
@@ -57,7 +62,25 @@ def verify_options(options: DecodingOptions, multilingual: bool) -> None:
         raise ValueError(f"patience must be > 0, got {options.patience}")
     if options.length_penalty is not None and not 0 <= options.length_penalty <= 1:
         raise ValueError(f"length_penalty must be in [0, 1], got {options.length_penalty}")
+    verify_reference(options)
     if not multilingual and options.task == "translate":
         raise ValueError("an English-only model cannot translate; use a multilingual model")
     if not multilingual and options.language not in (None, "en"):
         raise ValueError(f"an English-only model cannot transcribe language {options.language!r}")
+
+
+REFERENCE_MODES = ("prune", "verify")
+
+
+def verify_reference(options: DecodingOptions) -> None:
+    """A reference guides deterministic decoding only, and needs a mode saying how."""
+    mode, reference = options.reference_mode, options.reference
+    if mode is not None and mode not in REFERENCE_MODES:
+        raise ValueError(f"reference_mode must be one of {', '.join(REFERENCE_MODES)} or None, got {mode!r}")
+    if (mode is None) != (reference is None):
+        raise ValueError("reference and reference_mode go together: give both or neither")
+    if mode is not None and options.temperature > 0:
+        raise ValueError("a reference guides greedy or beam search decoding (temperature 0); "
+                         "drop it when sampling at a higher temperature")
+    if reference is not None and not isinstance(reference, tuple):
+        raise ValueError(f"reference must be a tuple of token ids, got {type(reference).__name__}")

@@ -7,6 +7,7 @@ speculative, Medusa) implement the same ``TokenDecoder`` protocol.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -14,17 +15,34 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Categorical
 
-from stenoflow.decoding.inference import Inference
+
+@dataclass(frozen=True)
+class Step:
+    """What a strategy made of one step's logits: the new batch and where each row came from.
+
+    ``parents`` is what lets a strategy reorder rows (beam search) or change their number
+    (reference-guided decoding: one row while the reference holds, the full beam after a
+    fallback) without touching the caches itself: the task applies it to the decoder's cache.
+    A strategy may also append more than one token to its rows (verified drafts).
+    """
+
+    tokens: Tensor  # (B', T') every row's sequence after this step
+    sum_logprobs: Tensor  # (B',) log probability of each row's sampled tokens
+    done: bool  # every row has ended (or enough candidates have)
+    parents: Tensor | None = None  # (B',) row of the previous batch each row continues; None: row i
 
 
 class TokenDecoder(Protocol):
     def reset(self) -> None: ...
 
-    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> tuple[Tensor, bool]:
-        """Append one token per row; return the new tokens (B, T+1) and whether all are done."""
+    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> Step:
+        """Extend the rows tokens (B, T) given the filtered next-token logits (B, V)."""
 
     def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
         """Candidate sequences and their scores, per audio (one audio here)."""
+
+    def stats(self) -> dict[str, float]:
+        """Counters for ``DecodingResult.stats`` (empty for the plain strategies)."""
 
 
 class GreedyDecoder:
@@ -37,7 +55,7 @@ class GreedyDecoder:
     def reset(self) -> None:
         pass
 
-    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> tuple[Tensor, bool]:
+    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> Step:
         if self.temperature == 0:
             next_tokens = logits.argmax(dim=-1)
         else:
@@ -45,14 +63,17 @@ class GreedyDecoder:
         logprobs = F.log_softmax(logits.float(), dim=-1)
         current = logprobs.gather(1, next_tokens[:, None]).squeeze(1)
         finished = tokens[:, -1] == self.eot
-        sum_logprobs += current.masked_fill(finished, 0.0)
+        sum_logprobs = sum_logprobs + current.masked_fill(finished, 0.0)
         next_tokens = next_tokens.masked_fill(finished, self.eot)
         tokens = torch.cat([tokens, next_tokens[:, None]], dim=-1)
-        return tokens, bool((next_tokens == self.eot).all())
+        return Step(tokens, sum_logprobs, bool((next_tokens == self.eot).all()))
 
     def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
         tokens = F.pad(tokens, (0, 1), value=self.eot)  # every row ends with end-of-text
         return [list(tokens)], [sum_logprobs.tolist()]
+
+    def stats(self) -> dict[str, float]:
+        return {}
 
 
 class BeamSearchDecoder:
@@ -60,13 +81,13 @@ class BeamSearchDecoder:
 
     Each step takes the ``beam_size + 1`` best continuations of every live beam, keeps the best
     ``beam_size`` unfinished ones alive and moves finished ones aside; the search stops once
-    ``round(beam_size * patience)`` sequences have finished.
+    ``round(beam_size * patience)`` sequences have finished. The returned ``parents`` tell the
+    task which cache row each beam continues.
     """
 
-    def __init__(self, beam_size: int, eot: int, inference: Inference, patience: float | None = None) -> None:
+    def __init__(self, beam_size: int, eot: int, patience: float | None = None) -> None:
         self.beam_size = beam_size
         self.eot = eot
-        self.inference = inference
         self.patience = patience or 1.0
         self.max_candidates = round(beam_size * self.patience)
         assert self.max_candidates > 0, f"patience {patience} leaves no candidate"
@@ -75,7 +96,7 @@ class BeamSearchDecoder:
     def reset(self) -> None:
         self.finished = {}
 
-    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> tuple[Tensor, bool]:
+    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> Step:
         n = tokens.shape[0]
         assert n == self.beam_size, f"{n} rows for {self.beam_size} beams"
         logprobs = F.log_softmax(logits.float(), dim=-1)
@@ -110,10 +131,8 @@ class BeamSearchDecoder:
         index = torch.tensor(parents, dtype=torch.long, device=tokens.device)
         new_tokens = torch.tensor([keep_tokens[j] for j in slots], device=tokens.device)
         tokens = torch.cat([tokens[index], new_tokens[:, None]], dim=-1)
-        sum_logprobs.copy_(torch.tensor([keep_scores[j] for j in slots], dtype=sum_logprobs.dtype))
-        self.inference.rearrange(index)
-        done = len(self.finished) >= self.max_candidates
-        return tokens, done
+        scores_kept = torch.tensor([keep_scores[j] for j in slots], dtype=sum_logprobs.dtype)
+        return Step(tokens, scores_kept, len(self.finished) >= self.max_candidates, index)
 
     def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
         finished = dict(self.finished)
@@ -125,6 +144,9 @@ class BeamSearchDecoder:
                     break
         seqs = [torch.tensor(s) for s in finished]
         return [seqs], [list(finished.values())]
+
+    def stats(self) -> dict[str, float]:
+        return {}
 
 
 def stable_slots(parents: list[int]) -> list[int]:

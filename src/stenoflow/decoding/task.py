@@ -2,6 +2,9 @@
 
 ``DecodingTask`` wires the small parts together: ``Inference`` (the cached forward pass), the
 ``LogitFilter`` list, a ``TokenDecoder`` strategy and the ``MaximumLikelihoodRanker``.
+Each step the strategy returns a ``Step`` and the task applies its ``parents`` to the cache,
+so strategies reorder rows (beam search) or change their number (beam pruning) without
+owning the cache.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from stenoflow.decoding.guided import DraftVerifier, ReferenceGuidedDecoder
 from stenoflow.decoding.inference import Inference
 from stenoflow.decoding.logit_filters import ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens
 from stenoflow.decoding.options import SUPPRESS_NON_SPEECH, DecodingOptions, DecodingResult, verify_options
+from stenoflow.decoding.reference import ReferenceMatcher, TokenKinds
 from stenoflow.decoding.strategies import BeamSearchDecoder, GreedyDecoder, MaximumLikelihoodRanker, TokenDecoder
 from stenoflow.model.kv_cache import CrossKV
 from stenoflow.model.whisper import Whisper
@@ -104,11 +109,21 @@ class DecodingTask:
                                                sample_begin, max_initial))
         return filters
 
-    def strategy(self, tok: Tokenizer, inference: Inference) -> TokenDecoder:
+    def strategy(self, tok: Tokenizer) -> TokenDecoder:
         o = self.options
         if o.beam_size is not None and o.beam_size > 1 and o.temperature == 0:
-            return BeamSearchDecoder(o.beam_size, tok.eot, inference, o.patience)
+            return BeamSearchDecoder(o.beam_size, tok.eot, o.patience)
         return GreedyDecoder(o.temperature, tok.eot)
+
+    def guided_strategy(self, tok: Tokenizer, inference: Inference, filters: list[LogitFilter],
+                        max_length: int) -> ReferenceGuidedDecoder:
+        """The plain strategy behind a reference: one row while the reference holds (beam pruning)."""
+        o = self.options
+        assert o.reference is not None and o.reference_mode is not None
+        kinds = TokenKinds(tok)
+        matcher = ReferenceMatcher(o.reference, kinds.skippable, kinds.key)
+        verifier = DraftVerifier(inference, filters) if o.reference_mode == "verify" else None
+        return ReferenceGuidedDecoder(matcher, self.strategy(tok), o.beam_size or 1, tok.eot, verifier, max_length)
 
     # --- the loop ---------------------------------------------------------------------------
     @torch.inference_mode()
@@ -126,23 +141,34 @@ class DecodingTask:
         initial = self.initial_tokens(tok)
         sample_begin = len(initial)
         sot_index = initial.index(tok.sot)
-        n = self.n_group if o.temperature > 0 or (o.beam_size or 1) > 1 else 1
+        width = self.n_group if o.temperature > 0 or (o.beam_size or 1) > 1 else 1
+        n = 1 if o.reference_mode is not None else width  # a reference starts at one row
         inference = Inference(ctx.model, cross, n, min(self.n_ctx, sample_begin + self.sample_len + 1))
         filters = self.logit_filters(tok, sample_begin)
-        decoder = self.strategy(tok, inference)
+        max_length = sample_begin + self.sample_len
+        guided: ReferenceGuidedDecoder | None = None
+        if o.reference_mode is not None:
+            guided = self.guided_strategy(tok, inference, filters, max_length)
+        decoder: TokenDecoder = guided if guided is not None else self.strategy(tok)
 
         prompt_logits = inference.prefill(torch.tensor([initial]))
         no_speech_prob = float(prompt_logits[0, sot_index].float().softmax(-1)[tok.no_speech])
         logits = prompt_logits[:, -1].expand(n, -1).clone()
         tokens = torch.tensor([initial]).repeat(n, 1)
         sum_logprobs = torch.zeros(n)
-        for step in range(self.sample_len):
-            if step > 0:
+        first = True
+        # A step may append several tokens (verified drafts): the limit is on the length.
+        while tokens.shape[1] < max_length:
+            if not first:
                 logits = inference.logits(tokens)
+            first = False
             for f in filters:
                 f.apply(logits, tokens)
-            tokens, done = decoder.update(tokens, logits, sum_logprobs)
-            if done or tokens.shape[1] > min(self.n_ctx, inference.cache.max_len):
+            step = decoder.update(tokens, logits, sum_logprobs)
+            if step.parents is not None:
+                inference.rearrange(step.parents)
+            tokens, sum_logprobs = step.tokens, step.sum_logprobs
+            if step.done or tokens.shape[1] > min(self.n_ctx, inference.cache.max_len):
                 break
 
         candidates, scores = decoder.finalize(tokens, sum_logprobs)
@@ -160,8 +186,22 @@ class DecodingTask:
             no_speech_prob=no_speech_prob,
             temperature=o.temperature,
             compression_ratio=compression_ratio(text),
-            stats={"forward_passes": inference.forward_passes, "beam_size": float(n)},
+            stats=self._stats(inference, decoder, width),
+            fallbacks=list(guided.fallbacks) if guided is not None else [],
         )
+
+    @staticmethod
+    def _stats(inference: Inference, decoder: TokenDecoder, width: int) -> dict[str, float]:
+        """Forward passes, and the rows of each decoder pass after the prompt against the full width."""
+        rows = inference.pass_rows
+        stats = {
+            "forward_passes": float(inference.forward_passes),
+            "beam_size": float(width),
+            "beam_width_avg": sum(rows) / len(rows) if rows else float(width),
+            "reduced_beam_share": sum(r < width for r in rows) / len(rows) if rows else 0.0,
+        }
+        stats.update(decoder.stats())
+        return stats
 
     @staticmethod
     def _strip(seq: list[int], sample_begin: int, eot: int) -> list[int]:

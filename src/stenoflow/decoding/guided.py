@@ -1,0 +1,187 @@
+"""Reference-guided decoding: beam pruning (paper §4.2) and parallel verification of the reference.
+
+While the hypothesis follows the reference (the previous streaming round's transcript),
+decoding keeps a single row and takes the best token, which is what the full beam is
+assumed to agree on; once they part ways it falls back to the configured strategy (the
+full beam search, or greedy at beam width 1). Two modes:
+
+* ``prune``: the paper's selective matching, one token per decoder pass;
+* ``verify``: speculative decoding with the reference as a free draft. After each accepted
+  token the rest of the reference goes through the decoder in one pass; each position's
+  logits are filtered with its own token prefix, and the longest prefix of the draft that
+  the model's own choice (argmax) confirms is accepted, plus the model's token at the
+  first position it disagrees. The cache is rolled back past the rejected draft tokens.
+
+Every token kept at one row is the argmax of the filtered logits after the same prefix, so
+with a reference both modes at beam width 1 produce the greedy tokens (verify mode up to the
+rounding difference between a multi-token and a one-token pass), and verify mode never
+needs more decoder passes than greedy: a rejected draft still yields the next token.
+
+Fallback semantics at beam width B > 1: at the step where the match breaks, the single row
+is repeated B times and handed to the beam search, which then continues exactly as a fresh
+beam search whose B initial rows all hold the current prefix (the same expansion,
+deduplication and finished-candidate rules as a search started at the prompt). Scores keep
+the prefix's log probability, a constant shared by all candidates, so beam selection is as
+if the search had started at the prefix; ranking uses the whole sampled length. There is no
+way back to one row afterwards. At beam width 1 in verify mode a fallback only pauses the
+drafting: the matcher re-aligns on a later word token, searching from where it broke.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from stenoflow.decoding.inference import Inference
+from stenoflow.decoding.logit_filters import LogitFilter
+from stenoflow.decoding.reference import ALIGN_FAILED, FALLBACK_REASONS, ReferenceMatcher, Verdict
+from stenoflow.decoding.strategies import Step, TokenDecoder
+
+log = logging.getLogger(__name__)
+
+
+class DraftVerifier:
+    """Feeds a drafted continuation through the decoder in one pass; yields filtered logits.
+
+    The logit filters look at the tokens so far, so each position's logits are filtered
+    with the sequence up to that position, exactly as a one-token step there would be.
+    Positions are filtered lazily: the caller stops at the first rejection.
+    """
+
+    def __init__(self, inference: Inference, filters: Sequence[LogitFilter]) -> None:
+        self.inference = inference
+        self.filters = filters
+
+    def positions(self, seq: Tensor) -> Iterator[Tensor]:
+        """For seq (1, T) extending the cached tokens, the filtered next-token logits (1, V) after
+        each token the cache has not seen yet, in order."""
+        start = self.inference.length
+        logits = self.inference.all_logits(seq)  # (1, T - start, V)
+        for j in range(logits.shape[1]):
+            row = logits[:, j]
+            for f in self.filters:
+                f.apply(row, seq[:, : start + j + 1])
+            yield row
+
+
+class ReferenceGuidedDecoder:
+    """A ``TokenDecoder`` that runs at one row while the best tokens follow the reference.
+
+    ``fallback`` is the strategy of the full width (``BeamSearchDecoder`` for beam_size > 1,
+    ``GreedyDecoder`` at 1); it takes over for good at the first fallback, except at width 1
+    in verify mode, where following the reference costs nothing and drafting resumes as soon
+    as the matcher re-aligns. ``max_length`` bounds a row's length (prompt included) as the
+    task's loop does, so that drafting never runs past the sample length or the cache.
+    """
+
+    def __init__(self, matcher: ReferenceMatcher, fallback: TokenDecoder, beam_size: int, eot: int,
+                 verifier: DraftVerifier | None, max_length: int) -> None:
+        self.matcher = matcher
+        self.fallback = fallback
+        self.beam_size = beam_size
+        self.eot = eot
+        self.verifier = verifier
+        self.max_length = max_length
+        self.resync = verifier is not None and beam_size == 1
+        self.guided = True  # one row under the reference; False once the fallback took over
+        self.searching = False  # lost the reference and looking for it again (resync only)
+        self.fallbacks: list[str] = []  # why each fallback happened, in order
+        self.counts: Counter[str] = Counter()
+
+    def reset(self) -> None:
+        self.fallback.reset()
+        self.matcher.restart()
+        self.guided, self.searching = True, False
+        self.fallbacks, self.counts = [], Counter()
+
+    def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> Step:
+        if not self.guided:
+            return self.fallback.update(tokens, logits, sum_logprobs)
+        assert tokens.shape[0] == 1, "reference-guided decoding keeps one row until it falls back"
+        token = int(logits[0].argmax())
+        if not self._follows(self.matcher.observe(token)):
+            return self._fall_back(tokens, logits, sum_logprobs)
+        tokens, sum_logprobs = self._append(tokens, sum_logprobs, token, logits)
+        if token == self.eot:
+            return Step(tokens, sum_logprobs, True)
+        if self.verifier is not None and self.matcher.aligned:
+            return self._verify(self.verifier, tokens, sum_logprobs)
+        return Step(tokens, sum_logprobs, False)
+
+    def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
+        return self.fallback.finalize(tokens, sum_logprobs)
+
+    def stats(self) -> dict[str, float]:
+        out = {key: float(self.counts[key]) for key in ("matched_tokens", "verify_passes", "draft_tokens",
+                                                        "draft_accepted")}
+        reasons = Counter(self.fallbacks)
+        out.update({f"fallback_{r.replace('-', '_')}": float(reasons[r]) for r in FALLBACK_REASONS})
+        return out
+
+    # --- internals --------------------------------------------------------------------------
+    def _verify(self, verifier: DraftVerifier, tokens: Tensor, sum_logprobs: Tensor) -> Step:
+        """Accept the longest prefix of the reference the model confirms, plus its own next token."""
+        inference = verifier.inference
+        n = tokens.shape[1]
+        # Room for the draft and one more token within the length limit and the cache.
+        draft = self.matcher.draft(min(self.max_length - n - 1, inference.cache.max_len - n))
+        if not draft:
+            return Step(tokens, sum_logprobs, False)
+        seq = torch.cat([tokens, torch.tensor([draft], dtype=tokens.dtype, device=tokens.device)], dim=1)
+        self.counts["verify_passes"] += 1
+        self.counts["draft_tokens"] += len(draft)
+        for j, row in enumerate(verifier.positions(seq)):
+            token = int(row[0].argmax())
+            verdict = self.matcher.observe(token)
+            if verdict is Verdict.MATCH and j < len(draft) and token == draft[j]:
+                self._follows(verdict)
+                sum_logprobs = sum_logprobs + F.log_softmax(row[0].float(), dim=-1)[token]
+                self.counts["draft_accepted"] += 1
+                continue
+            # The model's token differs from the draft's (in kind, or only in case): the draft
+            # after position j is not what it would feed, so forget those keys.
+            inference.rollback(n + j)
+            prefix = seq[:, : n + j]
+            if not self._follows(verdict):
+                return self._fall_back(prefix, row, sum_logprobs)
+            prefix, sum_logprobs = self._append(prefix, sum_logprobs, token, row)
+            return Step(prefix, sum_logprobs, token == self.eot)
+        raise AssertionError("the position after the last draft token always stops verification")
+
+    def _follows(self, verdict: Verdict) -> bool:
+        """Whether decoding stays at one row; records why it does not."""
+        if verdict is Verdict.MATCH:
+            self.counts["matched_tokens"] += 1
+            self.searching = False
+        if verdict is not Verdict.FALLBACK:
+            return True
+        reason = self.matcher.reason
+        assert reason is not None
+        if not (self.searching and reason == ALIGN_FAILED):  # one record per lost reference
+            self.fallbacks.append(reason)
+            log.debug("reference fallback: %s", reason)
+        self.searching = self.resync
+        return self.resync
+
+    def _fall_back(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> Step:
+        """Hand the single row to the full-width strategy: a fresh search rooted at this prefix."""
+        self.guided = False
+        if self.beam_size == 1:
+            return self.fallback.update(tokens, logits, sum_logprobs)
+        b = self.beam_size
+        step = self.fallback.update(tokens.expand(b, -1), logits.expand(b, -1), sum_logprobs.expand(b))
+        # Every row of the expanded batch is the single cached row: the cache grows to b rows.
+        return replace(step, parents=torch.zeros(b, dtype=torch.long, device=tokens.device))
+
+    @staticmethod
+    def _append(tokens: Tensor, sum_logprobs: Tensor, token: int, logits: Tensor) -> tuple[Tensor, Tensor]:
+        """The row extended by ``token``, scored from the filtered logits (1, V) as greedy does."""
+        logprob = F.log_softmax(logits.float(), dim=-1)[:, token]
+        new = torch.tensor([[token]], dtype=tokens.dtype, device=tokens.device)
+        return torch.cat([tokens, new], dim=1), sum_logprobs + logprob

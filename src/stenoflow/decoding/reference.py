@@ -1,0 +1,136 @@
+"""Reference transcripts for beam pruning: which tokens count, and how a hypothesis follows one.
+
+In streaming, each round decodes an audio buffer that overlaps the previous round's, so the
+previous hypothesis is a good guess of the current one. It is not a token-exact guess:
+the buffer may have been trimmed at the front (the reference starts earlier), new audio
+extends it at the end (the reference stops early), and Whisper is inconsistent about
+punctuation and timestamps between rounds. So the reference keeps only word tokens, and
+the matching skips punctuation, timestamps and special tokens on the hypothesis side, and
+compares word tokens without case: a buffer trimmed at the front often starts its first
+sentence with a capital (" Ask") where the previous round had " ask".
+
+Everything here is pure logic on token ids, tested without a model.
+"""
+
+from __future__ import annotations
+
+import string
+import unicodedata
+from collections.abc import Callable, Iterable
+from enum import Enum
+
+from stenoflow.tokenizer import Tokenizer
+
+ALIGN_FAILED = "align-failed"  # the first word of the hypothesis is nowhere in the reference
+MISMATCH = "mismatch"  # the hypothesis left the reference
+EXHAUSTED = "reference-exhausted"  # the hypothesis goes on past the reference's last word
+FALLBACK_REASONS = (ALIGN_FAILED, MISMATCH, EXHAUSTED)
+
+
+def is_punctuation(text: str) -> bool:
+    """Only punctuation and spaces (an empty string counts): the tokens rounds disagree on."""
+    return all(c.isspace() or c in string.punctuation or unicodedata.category(c).startswith("P") for c in text)
+
+
+class TokenKinds:
+    """Tells word tokens from the ones matching skips, decoding each token once when first asked.
+
+    A token is skippable if it is special or a timestamp (id >= end-of-text) or if it decodes
+    to punctuation and spaces only. Word tokens are compared by ``key``, their lower-cased text
+    (the leading space kept: a word start never matches the middle of a word). Answers are
+    cached per instance (one decoding or one reference build): the vocabulary is never scanned.
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self._text: dict[int, str] = {}
+
+    def _decoded(self, token: int) -> str:
+        text = self._text.get(token)
+        if text is None:
+            text = self._text[token] = self.tokenizer.decode([token])
+        return text
+
+    def skippable(self, token: int) -> bool:
+        return token >= self.tokenizer.eot or is_punctuation(self._decoded(token))
+
+    def key(self, token: int) -> str:
+        return self._decoded(token).lower()
+
+
+def reference_tokens(tokens: Iterable[int], tokenizer: Tokenizer) -> tuple[int, ...]:
+    """The reference a hypothesis (token ids, e.g. ``DecodingResult.tokens``) gives the next round:
+    its word tokens, without punctuation, timestamps or special tokens."""
+    kinds = TokenKinds(tokenizer)
+    return tuple(t for t in tokens if not kinds.skippable(t))
+
+
+class Verdict(Enum):
+    MATCH = "match"  # the token is (up to case) the reference's next word: keep one row, advance
+    SKIP = "skip"  # punctuation, timestamp or special: keep one row, do not advance
+    FALLBACK = "fallback"  # the hypothesis and the reference part ways (see ``reason``)
+
+
+class ReferenceMatcher:
+    """Follows a hypothesis along the reference, one best token at a time (paper §4.2.2).
+
+    * alignment: the first word token of the hypothesis is searched in the reference, and the
+      position after its first occurrence becomes the cursor; not found: ``align-failed``;
+    * selective matching: a word token must equal ``reference[cursor]`` and advances the
+      cursor; skippable tokens neither break nor advance the match;
+    * a word token that differs is a ``mismatch``; one past the end is ``reference-exhausted``.
+
+    Tokens are compared by ``key`` (identity by default); skippable tokens in the reference
+    itself are dropped, so a raw hypothesis works as a reference too. After a fallback the
+    matcher is unaligned; ``observe`` may align it again, searching from where the match broke
+    (used at beam width 1, where following the reference costs nothing).
+    """
+
+    def __init__(self, reference: Iterable[int], skippable: Callable[[int], bool],
+                 key: Callable[[int], object] = int) -> None:
+        self.reference = tuple(t for t in reference if not skippable(t))
+        self.skippable = skippable
+        self.key = key
+        self.keys = [key(t) for t in self.reference]
+        self.cursor: int | None = None  # next reference index to match; None: not aligned
+        self.search_from = 0  # where a new alignment may start
+        self.reason: str | None = None  # why the last FALLBACK verdict happened
+
+    def restart(self) -> None:
+        """Back to the unaligned start, for a new decoding."""
+        self.cursor, self.search_from, self.reason = None, 0, None
+
+    @property
+    def aligned(self) -> bool:
+        return self.cursor is not None
+
+    def observe(self, token: int) -> Verdict:
+        """Judge the best token of the current step and move the cursor accordingly."""
+        if self.skippable(token):
+            return Verdict.SKIP
+        key = self.key(token)
+        if self.cursor is None:
+            try:
+                self.cursor = self.keys.index(key, self.search_from) + 1
+            except ValueError:
+                return self._fallback(ALIGN_FAILED)
+            return Verdict.MATCH
+        if self.cursor >= len(self.reference):
+            return self._fallback(EXHAUSTED)
+        if self.keys[self.cursor] != key:
+            return self._fallback(MISMATCH)
+        self.cursor += 1
+        return Verdict.MATCH
+
+    def draft(self, limit: int) -> tuple[int, ...]:
+        """The reference tokens expected next (at most ``limit``): the draft to verify."""
+        if self.cursor is None or limit <= 0:
+            return ()
+        return self.reference[self.cursor : self.cursor + limit]
+
+    def _fallback(self, reason: str) -> Verdict:
+        if self.cursor is not None:
+            self.search_from = self.cursor
+        self.cursor = None
+        self.reason = reason
+        return Verdict.FALLBACK
