@@ -146,6 +146,9 @@ def quantize_int8(model: Whisper) -> Whisper:
     proj = nn.Linear(decoder.token_embedding.weight.shape[1], decoder.token_embedding.weight.shape[0], bias=False)
     proj.weight = nn.Parameter(decoder.token_embedding.weight.detach().clone(), requires_grad=False)
     decoder.logits_proj = proj
+    for module in model.modules():  # our Linear subclass quantises as the plain layer it is
+        if isinstance(module, nn.Linear):
+            module.__class__ = nn.Linear
     with warnings.catch_warnings():  # torch.ao's eager quantisation warns of its future move
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)

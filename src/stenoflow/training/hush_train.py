@@ -150,7 +150,7 @@ def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example
             with torch.enable_grad():
                 loss = example_loss(model, hush, ex, gain, noise, options.eot_weight, rng) / options.clips_per_step
                 loss.backward()
-            total += float(loss)
+            total += float(loss.detach())
         opt.step()
         with torch.no_grad():
             hush.clamp_(-options.amplitude, options.amplitude)
