@@ -8,11 +8,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from stenoflow.output import FORMATS
+
+if TYPE_CHECKING:
+    from stenoflow.streaming.events import StreamUpdate
 
 log = logging.getLogger("stenoflow")
 
@@ -59,6 +64,21 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--output-dir", "-o", type=Path, default=Path("."))
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    st = sub.add_parser("stream", help="streaming transcription: words appear as they become final")
+    st.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
+    st.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
+    add_model_args(st)
+    st.add_argument("--step", type=float, default=1.0, help="seconds of new audio between rounds (default 1)")
+    st.add_argument("--policy", default="whisper-s", help="round policy (default whisper-s)")
+    st.add_argument("--beam-size", type=int, default=5, help="beams per round (1 = greedy)")
+    st.add_argument("--language", default="en", help="language code (default en)")
+    st.add_argument("--simulate", default="realtime", choices=["realtime", "unaware"],
+                    help="for files: feed at 1x wall clock (realtime) or as fast as rounds run (unaware)")
+    st.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per read (default 0.1)")
+    st.add_argument("--stdin-format", default="f32le", choices=["f32le", "s16le"], help="PCM format of -")
+    st.add_argument("--log-words", type=Path, default=None,
+                    help="write one JSON line per committed word: word, start, end, emitted_at")
+
     sub.add_parser("models", help="list the named models and whether they resolve here")
 
     b = sub.add_parser("bench", help="benchmarks against peers, in the same run")
@@ -91,6 +111,19 @@ def build_parser() -> argparse.ArgumentParser:
     bh.add_argument("--clips", type=int, default=20)
     bh.add_argument("--threads", type=int, default=2)
     bh.add_argument("--out", type=Path, default=Path("bench-results"))
+
+    bs = bsub.add_parser("stream", help="streaming latency and WER: offline vs Whisper-S steps (and peers)")
+    bs.add_argument("--models", default="tiny.en,base", help="comma list of model names")
+    bs.add_argument("--steps", default="0.5,1,2", help="comma list of steps in seconds")
+    bs.add_argument("--policies", default="whisper-s", help="comma list of round policies")
+    bs.add_argument("--streams", type=int, default=3, help="evaluation streams")
+    bs.add_argument("--minutes", type=float, default=5.0, help="length of each stream")
+    bs.add_argument("--configs", default="", help="comma list of configuration names or globs to run")
+    bs.add_argument("--quick", action="store_true", help="1 stream of 1 minute (development)")
+    bs.add_argument("--threads", type=int, default=2)
+    bs.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per push")
+    bs.add_argument("--gold-model", default="base", help="model that aligns the reference for gold word times")
+    bs.add_argument("--out", type=Path, default=Path("bench-results/stream"))
 
     d = sub.add_parser("data", help="evaluation and training data sets")
     dsub = d.add_subparsers(dest="data", required=True)
@@ -155,6 +188,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         table = run_transcribe_bench(opts, args.out)
         sys.stdout.write(table + "\n")
         return 0
+    if args.bench == "stream":
+        from stenoflow.bench.stream_bench import StreamBenchOptions, run_stream_bench
+
+        sopts = StreamBenchOptions(
+            models=tuple(_list(args.models)), steps=tuple(float(x) for x in _list(args.steps)),
+            policies=tuple(_list(args.policies)), streams=1 if args.quick else args.streams,
+            minutes=1.0 if args.quick else args.minutes, chunk_s=args.chunk, threads=args.threads,
+            gold_model=args.gold_model, configs=tuple(_list(args.configs)))
+        sys.stdout.write(run_stream_bench(sopts, args.out) + "\n")
+        return 0
     if args.bench == "hush":
         from stenoflow.bench.hush_bench import HushBenchOptions, run_hush_bench
 
@@ -163,6 +206,101 @@ def cmd_bench(args: argparse.Namespace) -> int:
         sys.stdout.write(table + "\n")
         return 0
     raise AssertionError(args.bench)
+
+
+def _list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+class StreamPrinter:
+    """Committed text on stdout as it arrives; the unconfirmed tail on stderr when it is a terminal.
+
+    When both go to the same terminal the tail is drawn dimmed after the committed text and
+    erased before more is committed; otherwise it lives on its own line of stderr.
+    """
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out, self.err = out, err
+        self.tail_on = err.isatty()
+        self.same_screen = self.tail_on and out.isatty()
+        self.width = shutil.get_terminal_size().columns if out.isatty() else 0
+        self.column = 0
+
+    def __call__(self, update: "StreamUpdate", emitted_at: float) -> None:
+        if self.tail_on:
+            self.err.write("\x1b[K" if self.same_screen else "\r\x1b[K")
+            self.err.flush()
+        for w in update.committed:
+            word = w.word.lstrip() if self.column == 0 else w.word
+            if self.width and self.column and self.column + len(word) >= self.width:
+                self.out.write("\n")
+                self.column, word = 0, word.lstrip()
+            self.out.write(word)
+            self.column += len(word)
+            if word.rstrip().endswith((".", "?", "!")):
+                self.out.write("\n")
+                self.column = 0
+        self.out.flush()
+        tail = "".join(w.word for w in update.tail)
+        if self.tail_on and tail:
+            if self.same_screen:
+                room = max(0, self.width - self.column - 1)
+                self.err.write("\x1b7\x1b[2m" + (tail if self.column else tail.lstrip())[:room] + "\x1b[0m\x1b8")
+            else:
+                columns = shutil.get_terminal_size().columns
+                self.err.write("\x1b[2m" + tail.strip()[-(columns - 1):] + "\x1b[0m")
+            self.err.flush()
+
+    def close(self) -> None:
+        if self.tail_on:
+            self.err.write("\x1b[K" if self.same_screen else "\r\x1b[K")
+            self.err.flush()
+        if self.column:
+            self.out.write("\n")
+        self.out.flush()
+
+
+def cmd_stream(args: argparse.Namespace) -> int:
+    from stenoflow.api import load_model
+    from stenoflow.audio.io import load_audio
+    from stenoflow.streaming.drivers import EmittedWord, UnawareClock, WallClock, run_live, run_stream
+    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.streaming.sources import Backlog, MicrophoneUnavailable, open_microphone, pcm_chunks
+
+    if (args.audio is None) == (not args.mic):
+        raise ValueError("give exactly one source: an AUDIO file, - for PCM on stdin, or --mic")
+    options = StreamOptions(step=args.step, policy=args.policy, beam_size=args.beam_size, language=args.language)
+    try:
+        source = open_microphone(args.chunk) if args.mic else None
+    except MicrophoneUnavailable as e:
+        log.error("%s", e)
+        return 2
+    audio = load_audio(args.audio) if args.audio not in (None, "-") else None
+    model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
+    printer = StreamPrinter(sys.stdout, sys.stderr)
+    word_log = args.log_words.open("w", encoding="utf-8") if args.log_words else None
+
+    def on_update(update: "StreamUpdate", emitted_at: float) -> None:
+        printer(update, emitted_at)
+        if word_log is not None:
+            for w in update.committed:
+                word_log.write(EmittedWord(w.word, w.start, w.end, emitted_at).to_json() + "\n")
+            word_log.flush()
+
+    try:
+        if audio is not None:
+            clock = WallClock() if args.simulate == "realtime" else UnawareClock()
+            run = run_stream(lambda: model.stream(options), audio, args.simulate, args.chunk, clock, on_update)
+        else:
+            chunks = source if source is not None else pcm_chunks(sys.stdin.buffer, args.stdin_format, args.chunk)
+            run = run_live(lambda: model.stream(options), Backlog(chunks), on_update=on_update)
+    finally:
+        printer.close()
+        if word_log is not None:
+            word_log.close()
+    log.info("%d words from %.1f s of audio in %d rounds; compute %.1f s (RTF %.2f)", len(run.words),
+             run.audio_s, len(run.rounds), run.compute_s, run.rtf)
+    return 0
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -192,7 +330,7 @@ def cmd_train_hush(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"transcribe": cmd_transcribe, "models": cmd_models, "bench": cmd_bench, "data": cmd_data,
+COMMANDS = {"transcribe": cmd_transcribe, "stream": cmd_stream, "models": cmd_models, "bench": cmd_bench, "data": cmd_data,
             "train-hush": cmd_train_hush}
 
 

@@ -1,0 +1,218 @@
+"""``stenoflow bench stream``: latency and accuracy of streaming configurations on long streams.
+
+Every configuration is a name, a factory of ``StreamingSession`` and a driver mode, so our own
+policies and peers (``stenoflow.bench.peers``) are measured by the same loop, on the same
+synthesized streams, against the same gold word times. The offline whole-file transcription is
+the accuracy reference. Results: ``stream.md`` (table), ``stream.json`` (machine, options, every
+figure per clip), ``stream.png`` (latency vs WER) and one word-emission log per run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from stenoflow.api import Model, load_model
+from stenoflow.bench.datasets import Clip, streams
+from stenoflow.bench.gold import GoldWord, gold_words
+from stenoflow.bench.latency import LatencyStats, encoder_gflops_per_audio_s, word_latencies
+from stenoflow.bench.machine import machine_record
+from stenoflow.bench.metrics import wer
+from stenoflow.streaming.drivers import StreamRun, run_stream, write_word_log
+from stenoflow.streaming.events import StreamingSession
+from stenoflow.streaming.offline import OfflineSession
+from stenoflow.streaming.session import StreamOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamBenchOptions:
+    models: tuple[str, ...] = ("tiny.en", "base")
+    steps: tuple[float, ...] = (0.5, 1.0, 2.0)
+    policies: tuple[str, ...] = ("whisper-s",)
+    streams: int = 3
+    minutes: float = 5.0
+    chunk_s: float = 0.1  # audio arrives in pieces this long
+    beam_size: int = 5
+    threads: int = 2
+    gold_model: str = "base"  # aligns the reference text for gold word times
+    configs: tuple[str, ...] = ()  # name patterns to run (fnmatch); empty: all
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One line of the table: how to make a session, and which clock drives it."""
+
+    name: str
+    factory: Callable[[], StreamingSession]
+    mode: str = "realtime"
+    model: str | None = None  # model name, for encoder GFLOPs from reported mel frames
+    params: dict[str, object] = field(default_factory=dict)  # echoed into stream.json
+
+
+class ModelCache:
+    """Models loaded on first use and shared by every configuration of the run."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, Model] = {}
+
+    def get(self, name: str) -> Model:
+        if name not in self._models:
+            self._models[name] = load_model(name)
+        return self._models[name]
+
+
+def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[BenchConfig]:
+    configs: list[BenchConfig] = []
+    for name in options.models:
+        configs.append(BenchConfig(f"{name}/offline", lambda n=name: OfflineSession(models.get(n), options.beam_size),
+                                   "offline", name, {"beam_size": options.beam_size}))
+        for policy in options.policies:
+            for step in options.steps:
+                stream_options = StreamOptions(step=step, policy=policy, beam_size=options.beam_size)
+                configs.append(BenchConfig(
+                    f"{name}/{policy}/step{step:g}/realtime",
+                    lambda n=name, o=stream_options: models.get(n).stream(o),  # type: ignore[misc]
+                    "realtime", name, asdict(stream_options)))
+    return configs
+
+
+def select(configs: Sequence[BenchConfig], patterns: Sequence[str]) -> list[BenchConfig]:
+    if not patterns:
+        return list(configs)
+    chosen = [c for c in configs if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)]
+    if not chosen:
+        raise ValueError(f"no configuration matches {list(patterns)}; known: {[c.name for c in configs]}")
+    return chosen
+
+
+def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
+                     extra_configs: Sequence[BenchConfig] = ()) -> str:
+    """Run the configurations on the evaluation streams; write the results; return the table."""
+    torch.set_num_threads(options.threads)
+    models = ModelCache()
+    configs = select([*default_configs(options, models), *extra_configs], options.configs)
+    clips = streams(options.streams, options.minutes)
+    audios = {c.name: c.load_audio() for c in clips}
+    gold = {c.name: gold_words(c, models.get(options.gold_model), audios[c.name]) for c in clips}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "logs").mkdir(exist_ok=True)
+    rows = []
+    for config in configs:
+        runs = []
+        for clip in clips:
+            log.info("%s on %s (%.0f s)", config.name, clip.name, clip.duration)
+            run = run_stream(config.factory, audios[clip.name], config.mode, options.chunk_s)
+            write_word_log(run.words, out_dir / "logs" / f"{config.name.replace('/', '_')}-{clip.name}.jsonl")
+            runs.append((clip, run))
+        row = summarize(config, runs, gold, models)
+        log.info("%s: WER %.2f%%, latency mean %.2f s, RTF %.2f", config.name, 100 * row["wer"],
+                 row["latency"]["mean"], row["rtf"])  # type: ignore[index]
+        rows.append(row)
+    record = {"machine": machine_record(), "options": asdict(options),
+              "clips": [{"name": c.name, "duration": c.duration, "voices": c.voice} for c in clips],
+              "configs": rows}
+    (out_dir / "stream.json").write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
+    table = format_table(rows)
+    (out_dir / "stream.md").write_text(_markdown(table, record), encoding="utf-8")
+    plot(rows, out_dir / "stream.png")
+    return table
+
+
+def summarize(config: BenchConfig, runs: Sequence[tuple[Clip, StreamRun]], gold: dict[str, list[GoldWord]],
+              models: ModelCache) -> dict[str, object]:
+    latencies: list[float] = []
+    per_clip = []
+    for clip, run in runs:
+        lat = word_latencies(gold[clip.name], run.words)
+        latencies += lat
+        per_clip.append({"clip": clip.name, "wer": wer(clip.text, run.text).wer, "rtf": run.rtf,
+                         "latency": asdict(LatencyStats.of(lat)), "rounds": len(run.rounds),
+                         "words": len(run.words), "text": run.text})
+    audio_s = sum(run.audio_s for _, run in runs)
+    gflops = float("nan")
+    if config.model is not None:
+        dims = models.get(config.model).dims
+        gflops = encoder_gflops_per_audio_s(dims, [r for _, run in runs for r in run.rounds], audio_s)
+    return {
+        "name": config.name, "mode": config.mode, "model": config.model, "params": config.params,
+        "wer": wer([c.text for c, _ in runs], [run.text for _, run in runs]).wer,
+        "latency": asdict(LatencyStats.of(latencies)),
+        "rtf": sum(run.compute_s for _, run in runs) / audio_s if audio_s else float("nan"),
+        "encoder_gflops_per_audio_s": gflops,
+        "rounds": sum(len(run.rounds) for _, run in runs),
+        "per_clip": per_clip,
+    }
+
+
+def format_table(rows: Sequence[dict[str, object]]) -> str:
+    head = ["configuration", "WER %", "latency mean s", "median s", "p90 s", "RTF", "enc GFLOPs / audio s",
+            "rounds", "words timed"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        lat = r["latency"]
+        assert isinstance(lat, dict)
+        cells = [str(r["name"]), f"{100 * float(r['wer']):.2f}",  # type: ignore[arg-type]
+                 f"{lat['mean']:.2f}", f"{lat['median']:.2f}", f"{lat['p90']:.2f}",
+                 f"{float(r['rtf']):.2f}", f"{float(r['encoder_gflops_per_audio_s']):.1f}",  # type: ignore[arg-type]
+                 str(r["rounds"]), str(lat["words"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _markdown(table: str, record: dict[str, object]) -> str:
+    machine = record["machine"]
+    assert isinstance(machine, dict)
+    clips = record["clips"]
+    assert isinstance(clips, list)
+    streams_line = ", ".join(f"{c['name']} ({c['duration']:.0f} s)" for c in clips)
+    return (
+        "# Streaming benchmark\n\n"
+        f"Machine: {machine.get('cpu')}, {machine.get('cores')} cores; versions {machine.get('versions')}.\n\n"
+        f"Streams: {streams_line}.\n"
+        "Latency = emitted_at - gold word end over recognised reference words; RTF = compute / audio; "
+        "realtime rows use the compute-aware simulated clock.\n\n"
+        f"{table}\n\n![latency vs WER](stream.png)\n"
+    )
+
+
+def plot(rows: Sequence[dict[str, object]], path: Path) -> None:
+    """Mean latency against WER, one point per streaming configuration; offline WER as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colours: dict[str, str] = {}
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for r in rows:
+        model = str(r["model"])
+        colour = colours.setdefault(model, palette[len(colours) % len(palette)])
+        lat = r["latency"]
+        assert isinstance(lat, dict)
+        y = 100 * float(r["wer"])  # type: ignore[arg-type]
+        if r["mode"] == "offline":
+            ax.axhline(y, color=colour, linestyle="--", linewidth=1, label=f"{model} offline")
+            continue
+        if np.isfinite(lat["mean"]):
+            ax.scatter([lat["mean"]], [y], color=colour)
+            ax.annotate(str(r["name"]).removeprefix(model + "/"), (lat["mean"], y), fontsize=7,
+                        xytext=(4, 3), textcoords="offset points")
+    ax.set_xlabel("mean per-word latency (s)")
+    ax.set_ylabel("WER (%)")
+    ax.set_title("Streaming: latency vs accuracy")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,41 @@
+"""What a streaming session reports: committed words (final) and the unconfirmed tail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    word: str  # as decoded, usually with its leading space
+    start: float  # seconds from the start of the stream
+    end: float
+    probability: float = float("nan")
+
+
+@dataclass(frozen=True)
+class StreamUpdate:
+    """The result of one push() or finish().
+
+    ``committed`` are the words that became final during this call, in order; they are never
+    changed or repeated later. ``tail`` is the current unconfirmed hypothesis after them
+    (it may change on the next round). ``rounds`` describes each processing round run
+    during the call (encoder frames, beam widths, decoder passes, timings).
+    """
+
+    committed: tuple[TimedWord, ...] = ()
+    tail: tuple[TimedWord, ...] = ()
+    rounds: tuple[dict[str, float], ...] = field(default_factory=tuple)
+
+
+class StreamingSession(Protocol):
+    """Anything the streaming drivers can feed: our sessions and the benchmark's peers."""
+
+    def push(self, samples: np.ndarray) -> StreamUpdate:
+        """Append float32 16 kHz mono samples (any chunk size); run the rounds that are due."""
+
+    def finish(self) -> StreamUpdate:
+        """End of stream: process what is left and commit the rest of the hypothesis."""

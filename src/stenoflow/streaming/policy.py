@@ -1,0 +1,183 @@
+"""Round policies: how one processing round turns the audio buffer into timed words.
+
+The session owns the buffer, the prompt and the commit rule; a policy only runs the model on a
+buffer snapshot. Whisper-S (``PaddedRound``) pads to 30 s and decodes with beam search; later
+policies (a hush word instead of padding, beam pruning guided by the previous round) are added
+to ``POLICIES`` and chosen by name, so the session never forks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+import torch
+
+from stenoflow.audio.features import HOP_LENGTH, N_FRAMES
+from stenoflow.audio.io import N_SAMPLES
+from stenoflow.decoding.options import DecodingOptions
+from stenoflow.decoding.task import DecodingTask
+from stenoflow.decoding.timing import find_alignment
+from stenoflow.decoding.transcribe import split_segments, window
+from stenoflow.streaming.events import TimedWord
+
+if TYPE_CHECKING:
+    from stenoflow.api import Model
+    from stenoflow.streaming.session import StreamOptions
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What one round heard. Times are relative to the start of the buffer it ran on."""
+
+    words: tuple[TimedWord, ...] = ()
+    segment_ends: tuple[float, ...] = ()  # ends of the closed segments (safe trimming points)
+    tokens: tuple[int, ...] = ()  # decoded tokens, timestamps included (for guided decoding)
+    stats: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreviousRound:
+    """The session's last round, for policies that reuse it (e.g. beam pruning)."""
+
+    result: RoundResult
+    shift: float  # seconds the buffer start moved since: previous time - shift = time now
+
+
+class RoundPolicy(Protocol):
+    name: str
+
+    def run(self, model: Model, samples: np.ndarray, prompt: str,
+            previous: PreviousRound | None) -> RoundResult:
+        """Transcribe ``samples`` (the whole buffer, <= 30 s) into words with relative times."""
+
+
+class PaddedRound:
+    """Whisper-S: the buffer padded to 30 s, beam search with timestamps, DTW word times.
+
+    Padding to the 30 s the model was trained on is what keeps Whisper from hallucinating on
+    short input, at the price of encoding mostly silence (the cost later policies attack).
+    """
+
+    name = "whisper-s"
+
+    def __init__(self, options: StreamOptions) -> None:
+        self.beam_size = options.beam_size
+        self.language = options.language
+        self.no_speech_threshold = options.no_speech_threshold
+        self.log_prob_threshold = options.log_prob_threshold
+        self.no_speech_skip = options.no_speech_skip
+
+    def decoding_options(self, prompt: str) -> DecodingOptions:
+        return DecodingOptions(language=self.language, beam_size=self.beam_size if self.beam_size > 1 else None,
+                               prompt=prompt or None, without_timestamps=False)
+
+    @torch.inference_mode()
+    def run(self, model: Model, samples: np.ndarray, prompt: str,
+            previous: PreviousRound | None) -> RoundResult:
+        if samples.size > N_SAMPLES:
+            raise ValueError(f"a round takes at most 30 s of audio, got {samples.size / SAMPLE_RATE:.2f} s")
+        t0 = time.perf_counter()
+        frames = samples.size // HOP_LENGTH
+        mel = window(model.features(samples, padding=N_SAMPLES), 0, frames)
+        features = model.encode(mel)
+        t1 = time.perf_counter()
+        result = DecodingTask(model.context, self.decoding_options(prompt)).run(model.whisper.decoder.cross_kv(features))
+        t2 = time.perf_counter()
+        stats: dict[str, float] = {
+            "audio_s": samples.size / SAMPLE_RATE,
+            "encoder_mel_frames": float(N_FRAMES),
+            "encoder_ms": 1000 * (t1 - t0),
+            "decoder_ms": 1000 * (t2 - t1),
+            "forward_passes": float(result.stats.get("forward_passes", 0.0)),
+            "beam_size": float(result.stats.get("beam_size", 1.0)),
+            "no_speech_prob": result.no_speech_prob,
+            "avg_logprob": result.avg_logprob,
+            "alignment_ms": 0.0,
+        }
+        if self._silent(result.no_speech_prob, result.avg_logprob):
+            log.debug("round heard no speech (p=%.2f, logprob %.2f)", result.no_speech_prob, result.avg_logprob)
+            return RoundResult(tokens=tuple(result.tokens), stats=stats)
+        tok = model.tokenizer
+        text_tokens = [t for t in result.tokens if t < tok.eot]
+        aligner = tok.with_options(result.language if tok.multilingual else None, "transcribe")
+        timings = find_alignment(model.whisper, aligner, text_tokens, features, frames, model.alignment_heads)
+        stats["alignment_ms"] = 1000 * (time.perf_counter() - t2)
+        duration = samples.size / SAMPLE_RATE
+        words = [TimedWord(w.word, min(w.start, duration), min(w.end, duration), w.probability) for w in timings]
+        pieces, _ = split_segments(result.tokens, tok.timestamp_begin, 0.0, frames)
+        ends = closed_segment_ends(pieces, [len(w.tokens) for w in timings], words, tok.timestamp_begin)
+        words = repair_word_times([w for w in words if w.word.strip()], duration)
+        return RoundResult(tuple(words), tuple(min(e, duration) for e in ends), tuple(result.tokens), stats)
+
+    def _silent(self, no_speech_prob: float, avg_logprob: float) -> bool:
+        """Whisper's rule (likely no speech and unlikely text), or Whisper-Streaming's (very
+        likely no speech): on silence, small models write a confident "you" that the first
+        rule alone lets through, and two rounds would agree on it."""
+        return ((no_speech_prob > self.no_speech_threshold and avg_logprob < self.log_prob_threshold)
+                or no_speech_prob > self.no_speech_skip)
+
+
+def repair_word_times(words: list[TimedWord], duration: float, collapse_s: float = 0.06,
+                      edge_s: float = 0.3) -> list[TimedWord]:
+    """Undo DTW's two failure marks, which would otherwise commit end times seconds too late.
+
+    When decoding stops before the speech does, the alignment must still reach the end of the
+    buffer: it stretches one word over the unspoken rest and squeezes the words after it into a
+    few frames at the very end. Those squeezed trailing words are dropped (the next round, with
+    more audio, places them properly), and every word is capped at twice the median word
+    duration (at most 1.4 s), as openai-whisper does at sentence ends.
+    """
+    out = list(words)
+    while out and out[-1].end - out[-1].start <= collapse_s and out[-1].start >= duration - edge_s:
+        out.pop()
+    spoken = [w.end - w.start for w in out if w.end > w.start]
+    if not spoken:
+        return out
+    longest = 2 * min(0.7, float(np.median(spoken)))
+    return [TimedWord(w.word, w.start, w.start + longest, w.probability) if w.end - w.start > longest else w
+            for w in out]
+
+
+def closed_segment_ends(pieces: list[tuple[float, float, list[int]]], word_token_counts: list[int],
+                        words: list[TimedWord], timestamp_begin: int) -> list[float]:
+    """Where each closed segment (one ending on a timestamp token) ends: safe trimming points.
+
+    The closing timestamp can fall before the last word's aligned end (tiny models often close
+    early), so the end is the later of the two; trimming there never cuts into a word.
+    """
+    ends: list[float] = []
+    k, used = 0, 0
+    for _, end, toks in pieces:
+        n_text = sum(1 for t in toks if t < timestamp_begin)
+        last_word_end = end
+        while k < len(words) and used + word_token_counts[k] <= n_text:
+            used += word_token_counts[k]
+            last_word_end = max(last_word_end, words[k].end)
+            k += 1
+        used -= n_text
+        if toks and toks[-1] >= timestamp_begin and n_text:
+            ends.append(max(end, last_word_end))
+    return ends
+
+
+POLICIES: Mapping[str, Callable[[StreamOptions], RoundPolicy]] = MappingProxyType({
+    PaddedRound.name: PaddedRound,
+})
+
+
+def resolve_policy(options: StreamOptions) -> RoundPolicy:
+    try:
+        factory = POLICIES[options.policy]
+    except KeyError:
+        raise ValueError(f"unknown streaming policy {options.policy!r}; known: {', '.join(POLICIES)}") from None
+    return factory(options)

@@ -1,0 +1,49 @@
+"""The text prompt of a round: committed words whose audio has left the buffer.
+
+Whisper continues a transcript better when it sees what came before (names, casing, style), but
+text that is still inside the buffer must not be in the prompt, or the model tends to skip the
+audio it describes. So the prompt is the committed text that ends before the buffer start, cut
+to the last ``max_chars`` characters at a word boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stenoflow.streaming.events import TimedWord
+
+
+def build_prompt(committed: Sequence[TimedWord], buffer_start: float, max_chars: int = 200) -> str:
+    """The last whole words of ``committed`` that end at or before ``buffer_start``, <= max_chars."""
+    if max_chars <= 0:
+        return ""
+    k = len(committed)
+    while k > 0 and committed[k - 1].end > buffer_start:
+        k -= 1
+    picked: list[str] = []
+    length = 0
+    while k > 0:
+        word = committed[k - 1].word.strip()
+        extra = len(word) + (1 if picked else 0)
+        if length + extra > max_chars:
+            break
+        picked.append(word)
+        length += extra
+        k -= 1
+    return " ".join(reversed(picked))
+
+
+def prompt_horizon(committed: Sequence[TimedWord], buffer_start: float, max_chars: int) -> int:
+    """How many leading committed words no future prompt can need (for pruning long sessions).
+
+    The buffer start only moves forward, so words before the ones the current prompt uses are
+    never read again.
+    """
+    k = len(committed)
+    while k > 0 and committed[k - 1].end > buffer_start:
+        k -= 1
+    length = 0
+    while k > 0 and length <= max_chars:
+        length += len(committed[k - 1].word.strip()) + 1
+        k -= 1
+    return k

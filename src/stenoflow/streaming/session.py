@@ -1,0 +1,276 @@
+"""A streaming session: audio in, committed words out, one processing round at a time.
+
+The session is the Whisper-Streaming processor (audio buffer, prompt, trimming) around two
+pluggable parts: a round policy (how the model hears the buffer, see :mod:`.policy`) and the
+LocalAgreement-2 commit rule (see :mod:`.agreement`). It holds no global state and only reads
+the model, so a server can run many sessions over one loaded model.
+
+Scheduling: a round is due once ``step`` seconds of audio arrived since the last round took its
+snapshot. ``push`` runs at most one round, so a driver that pushes whatever arrived while the
+previous round was computing gets Whisper-Streaming's best-effort behaviour for free: when a
+round is slower than the step, the next one starts at once on the latest audio.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from stenoflow.audio.io import validate_samples
+from stenoflow.decoding.options import DecodingOptions, verify_options
+from stenoflow.streaming.agreement import AgreementOptions, LocalAgreement
+from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
+from stenoflow.streaming.events import StreamUpdate, TimedWord
+from stenoflow.streaming.policy import POLICIES, PreviousRound, RoundResult, resolve_policy
+from stenoflow.streaming.prompt import build_prompt, prompt_horizon
+
+if TYPE_CHECKING:
+    from stenoflow.api import Model
+
+log = logging.getLogger(__name__)
+
+_PRUNE_AT = 2000  # committed words kept for the prompt before old ones are dropped
+SNAP_S = 0.25  # a cut moves to the quietest point this close to the aligned boundary
+LAST_WORD_LEAD_S = 0.3  # ... or, after a stall, this far before the last word's aligned start
+SENTENCE_END = (".", "?", "!", "。", "？", "！")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    step: float = 1.0  # seconds of new audio between rounds (back-to-back when rounds are slower)
+    policy: str = "whisper-s"  # round policy, a key of streaming.policy.POLICIES
+    beam_size: int = 5  # beams per round (1: greedy)
+    language: str | None = "en"  # None: detected every round (multilingual models)
+    buffer_trim_s: float = 15.0  # above this, trim the buffer at a committed segment end
+    max_buffer_s: float = 30.0  # hard cap: the encoder hears at most 30 s
+    prompt_chars: int = 200  # committed text before the buffer, given as the prompt
+    min_round_audio_s: float = 1.0  # audio needed before the first round
+    # A round whose words are all committed, the last ending a sentence, and that heard this much
+    # audio after it cuts the buffer there (None: never, as in Whisper-Streaming). Decoders
+    # sometimes stop after a sentence under a prompt, round after round; without this the buffer
+    # would only be cut at the 30 s cap, dropping the speech nobody transcribed. In silence it
+    # keeps the buffer short.
+    stall_trim_s: float | None = 2.0
+    no_speech_threshold: float = 0.6  # a round with p(no speech) above this ...
+    log_prob_threshold: float = -1.0  # ... and mean token log-prob below this hears nothing
+    no_speech_skip: float = 0.9  # a round with p(no speech) above this hears nothing, whatever the text
+    agreement: AgreementOptions = field(default_factory=AgreementOptions)
+
+    def __post_init__(self) -> None:
+        if not self.step > 0:
+            raise ValueError(f"step must be > 0 seconds, got {self.step}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown streaming policy {self.policy!r}; known: {', '.join(POLICIES)}")
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if not 0 < self.buffer_trim_s < self.max_buffer_s <= 30.0:
+            raise ValueError("need 0 < buffer_trim_s < max_buffer_s <= 30 seconds, got "
+                             f"{self.buffer_trim_s} and {self.max_buffer_s}")
+        if self.prompt_chars < 0 or self.min_round_audio_s < 0:
+            raise ValueError("prompt_chars and min_round_audio_s must be >= 0")
+        if self.stall_trim_s is not None and not self.stall_trim_s > 0:
+            raise ValueError(f"stall_trim_s must be > 0 seconds or None, got {self.stall_trim_s}")
+
+    @property
+    def max_intake_s(self) -> float:
+        """Most new audio one round takes in: the rest waits, so a backlog (a whole file pushed
+        at once) is worked through in overlapping rounds instead of overflowing the buffer."""
+        return max(self.step, self.max_buffer_s - self.buffer_trim_s)
+
+
+class StreamSession:
+    """Push 16 kHz mono samples, get committed words and the unconfirmed tail.
+
+    Not thread-safe on its own: drive each session from one task at a time (sessions do not
+    share state, so different sessions may run concurrently).
+    """
+
+    def __init__(self, model: Model, options: StreamOptions | None = None) -> None:
+        self.model = model
+        self.options = options or StreamOptions()
+        o = self.options
+        verify_options(DecodingOptions(language=o.language, beam_size=o.beam_size), model.is_multilingual)
+        self.policy = resolve_policy(o)
+        self.agreement = LocalAgreement(o.agreement)
+        self.buffer = AudioBuffer()
+        self._pending: list[np.ndarray] = []  # arrived, not yet taken by a round
+        self._pending_len = 0
+        self._arrived = 0  # samples pushed so far
+        self._snapshot_at: int | None = None  # samples arrived when the last round took its snapshot
+        self._committed: list[TimedWord] = []  # recent committed words (the prompt reads them)
+        self._text: list[str] = []  # every committed word's text
+        self._previous: PreviousRound | None = None
+        self._previous_offset = 0.0
+        self._finished = False
+        self.rounds_run = 0
+
+    # --- the StreamingSession protocol ---------------------------------------------------------
+    def push(self, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> StreamUpdate:
+        """Append samples; run a round if one is due.
+
+        Accepts float (or int16 PCM) samples, 1-D mono or (n, channels). Only 16 kHz is taken:
+        resampling chunk by chunk would click at every chunk edge, so other rates are rejected
+        (resample the stream before pushing; ``stenoflow.audio.io.load_audio`` does it for files).
+        A rejected chunk (wrong rate, dtype or shape, NaN) leaves the session unchanged.
+        """
+        if self._finished:
+            raise RuntimeError("push() after finish(): start a new session for a new stream")
+        if sample_rate != SAMPLE_RATE:
+            raise ValueError(f"streaming sessions take 16000 Hz samples, got sample_rate={sample_rate}; "
+                             "resample the stream to 16 kHz before pushing")
+        chunk = validate_samples(samples)
+        if chunk.size:
+            self._pending.append(chunk)
+            self._pending_len += chunk.size
+            self._arrived += chunk.size
+        if not self._round_due():
+            return StreamUpdate(tail=self.agreement.complete())
+        committed, stats = self._round()
+        return StreamUpdate(tuple(committed), self.agreement.complete(), (stats,))
+
+    def finish(self) -> StreamUpdate:
+        """Process the audio no round has heard yet, then commit the rest of the hypothesis."""
+        if self._finished:
+            return StreamUpdate()
+        self._finished = True
+        committed: list[TimedWord] = []
+        rounds: list[dict[str, float]] = []
+        while self._pending_len:
+            words, stats = self._round()
+            committed += words
+            rounds.append(stats)
+        committed += self._record(self.agreement.flush())
+        return StreamUpdate(tuple(committed), (), tuple(rounds))
+
+    # --- what it has said -----------------------------------------------------------------------
+    @property
+    def committed_text(self) -> str:
+        return "".join(self._text)
+
+    @property
+    def tail(self) -> tuple[TimedWord, ...]:
+        return self.agreement.complete()
+
+    # --- rounds -----------------------------------------------------------------------------
+    def _round_due(self) -> bool:
+        if not self._pending_len:
+            return False
+        if self._snapshot_at is None:
+            return self._arrived >= self.options.min_round_audio_s * SAMPLE_RATE
+        return self._arrived - self._snapshot_at >= self.options.step * SAMPLE_RATE
+
+    def _round(self) -> tuple[list[TimedWord], dict[str, float]]:
+        o = self.options
+        t0 = time.perf_counter()
+        self._take(int(o.max_intake_s * SAMPLE_RATE))
+        self._snapshot_at = self._arrived - self._pending_len
+        self._cap()
+        offset = self.buffer.offset
+        prompt = build_prompt(self._committed, offset, o.prompt_chars)
+        result = self.policy.run(self.model, self.buffer.samples, prompt, self._previous)
+        words = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.words]
+        committed = self._record(self.agreement.update(words))
+        self._previous = PreviousRound(result, 0.0)
+        self._previous_offset = offset
+        self._trim(result, offset)
+        self.rounds_run += 1
+        stats = {"round": float(self.rounds_run), "buffer_start": offset, "audio_end": self.buffer.end,
+                 "buffer_s": self.buffer.end - offset, "prompt_chars": float(len(prompt)),
+                 "committed": float(len(committed)), **result.stats,
+                 "round_ms": 1000 * (time.perf_counter() - t0)}
+        log.debug("round %d: buffer %.2f-%.2f s, %d committed, tail %r", self.rounds_run, offset,
+                  self.buffer.end, len(committed), "".join(w.word for w in self.agreement.complete()))
+        return committed, stats
+
+    def _take(self, limit: int) -> None:
+        """Move up to ``limit`` pending samples into the buffer."""
+        while self._pending and limit > 0:
+            chunk = self._pending[0]
+            if chunk.size <= limit:
+                self._pending.pop(0)
+            else:
+                self._pending[0] = chunk[limit:]
+                chunk = chunk[:limit]
+            self.buffer.append(chunk)
+            self._pending_len -= chunk.size
+            limit -= chunk.size
+
+    def _cap(self) -> None:
+        """Keep the buffer within ``max_buffer_s``: cut where the unconfirmed words begin (or at
+        the committed end), and only when even that is not enough, drop unconfirmed audio."""
+        o = self.options
+        if self.buffer.duration <= o.max_buffer_s:
+            return
+        tail = self.agreement.complete()
+        cut = max(tail[0].start if tail else self.agreement.committed_end, self.buffer.offset)
+        if self.buffer.end - cut > o.max_buffer_s:
+            cut = self.buffer.end - o.max_buffer_s
+            lost = [w for w in tail if w.start < cut]
+            (log.warning if lost else log.debug)(
+                "buffer over %.0f s with nothing committed to cut at: dropping audio before %.2f s%s",
+                o.max_buffer_s, cut, f" (and {len(lost)} unconfirmed words)" if lost else "")
+            self._cut(cut)
+            return
+        self._cut(cut, snap=(max(cut - SNAP_S, self.buffer.end - o.max_buffer_s), cut + SNAP_S))
+
+    def _trim(self, result: RoundResult, offset: float) -> None:
+        """Past ``buffer_trim_s``, cut at the latest completed segment or sentence end.
+
+        Candidates are the round's closed segment ends but the last (as in Whisper-Streaming:
+        a decoding that stops short still closes its last segment at the end of the buffer) and
+        the ends of its sentence-final words but the last (small models often write a whole
+        buffer as one segment). A cut must precede the first unconfirmed word, in this round's
+        own timing, so only committed speech leaves the buffer.
+        """
+        tail = self.agreement.complete()
+        if not tail and self._stall_trim(result, offset):
+            return
+        if self.buffer.duration <= self.options.buffer_trim_s:
+            return
+        limit = tail[0].start if tail else self.buffer.end
+        sentence_ends = [w.end for w in result.words[:-1] if w.word.rstrip().endswith(SENTENCE_END)]
+        ends = [offset + e for e in (*result.segment_ends[:-1], *sentence_ends) if offset + e <= limit + 1e-6]
+        if ends and max(ends) > offset:
+            self._cut(max(ends), snap=(max(ends) - SNAP_S, max(ends) + SNAP_S))
+
+    def _stall_trim(self, result: RoundResult, offset: float) -> bool:
+        """All heard words are committed: cut after the last one if it ends a sentence and
+        ``stall_trim_s`` of audio follows it, or keep only the last ``stall_trim_s`` when nothing
+        was heard at all."""
+        stall = self.options.stall_trim_s
+        if stall is None:
+            return False
+        if not result.words:
+            cut = self.buffer.end - stall
+            if cut > offset:
+                self._cut(cut)
+            return cut > offset
+        last = result.words[-1]
+        if self.buffer.end - (offset + last.end) < stall - 1e-6 or not last.word.rstrip().endswith(SENTENCE_END):
+            return False  # a decoding that stopped mid-sentence may go on next round
+        # Nothing transcribed follows the last word, so DTW places it late, often by more than
+        # its own length: look for the pause after it from a little before where it starts.
+        self._cut(offset + last.end, snap=(offset + last.start - LAST_WORD_LEAD_S, offset + last.end + 0.1))
+        return True
+
+    def _cut(self, time_s: float, snap: tuple[float, float] | None = None) -> None:
+        """Cut the buffer at ``time_s``, or at the quietest point of the ``snap`` interval."""
+        if snap is not None:
+            time_s = self.buffer.quietest(*snap)
+        new_offset = self.buffer.trim_to(time_s)
+        self.agreement.drop_before(new_offset)
+        if self._previous is not None:
+            shift = new_offset - self._previous_offset
+            self._previous = PreviousRound(self._previous.result, shift)
+        log.debug("buffer trimmed to start at %.2f s", new_offset)
+
+    def _record(self, words: list[TimedWord]) -> list[TimedWord]:
+        self._committed += words
+        self._text += [w.word for w in words]
+        if len(self._committed) > _PRUNE_AT:
+            del self._committed[: prompt_horizon(self._committed, self.buffer.offset, self.options.prompt_chars)]
+        return words

@@ -1,0 +1,57 @@
+"""``stenoflow stream``: the word-emission log honours the contract in architecture.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from stenoflow.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_stream_cli_writes_a_valid_word_log(jfk_path: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.jsonl"
+    assert main(["stream", str(jfk_path), "--model", "tiny.en", "--simulate", "unaware", "--log-words", str(out)]) == 0
+    printed = capsys.readouterr().out
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines
+    previous = 0.0
+    words = []
+    for line in lines:
+        record = json.loads(line)
+        assert list(record) == ["word", "start", "end", "emitted_at"]
+        assert isinstance(record["word"], str) and record["word"].strip()
+        assert all(isinstance(record[k], float) for k in ("start", "end", "emitted_at"))
+        assert 0.0 <= record["start"] <= record["end"] <= 11.1
+        assert record["emitted_at"] >= previous
+        assert record["emitted_at"] >= record["end"]  # unaware clock: emitted once heard
+        previous = record["emitted_at"]
+        words.append(record["word"])
+    assert " ".join("".join(words).split()) == " ".join(printed.split())  # stdout shows the same words
+    assert "country" in printed
+
+
+def test_stream_cli_reads_pcm_from_stdin(jfk_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    audio, _ = sf.read(str(jfk_path), dtype="int16")
+    pcm = tmp_path / "jfk.s16le"
+    pcm.write_bytes(audio[: 5 * 16000].astype("<i2").tobytes())
+    with pcm.open("rb") as f:
+        monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": f})())
+        assert main(["stream", "-", "--stdin-format", "s16le", "--step", "2"]) == 0
+    assert "fellow" in capsys.readouterr().out.lower()
+
+
+def test_stream_cli_rejects_bad_sources(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.wav"
+    sf.write(str(empty), np.zeros(0, dtype=np.float32), 16000)
+    assert main(["stream", str(empty), "--simulate", "unaware"]) == 2  # an empty stream: a clear error
+    assert main(["stream", str(tmp_path / "missing.wav")]) == 2
+    assert main(["stream"]) == 2  # no source
+    assert main(["stream", "--policy", "nope", str(empty)]) == 2

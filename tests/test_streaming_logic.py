@@ -1,0 +1,534 @@
+"""Streaming without a model: LocalAgreement-2, the audio buffer, prompts, trimming, drivers."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from stenoflow.bench.gold import GoldWord, check_monotonic, pack_windows
+from stenoflow.bench.latency import LatencyStats, encoder_flops, expand_normalized, word_latencies
+from stenoflow.model.dims import ModelDims
+from stenoflow.streaming.agreement import LocalAgreement, tail_prefix_alignment, word_key
+from stenoflow.streaming.buffer import AudioBuffer
+from stenoflow.streaming.drivers import EmittedWord, StreamRun, run_stream, write_word_log
+from stenoflow.streaming.events import StreamUpdate, TimedWord
+from stenoflow.streaming.policy import PreviousRound, RoundResult, closed_segment_ends, repair_word_times
+from stenoflow.streaming.prompt import build_prompt, prompt_horizon
+from stenoflow.streaming.session import StreamOptions, StreamSession
+
+SR = 16000
+
+
+def words(text: str, start: float = 0.0, width: float = 0.5) -> list[TimedWord]:
+    """Words of ``text`` laid end to end from ``start``, ``width`` seconds each."""
+    return [TimedWord(" " + w, start + i * width, start + (i + 1) * width) for i, w in enumerate(text.split())]
+
+
+def text(ws: tuple[TimedWord, ...] | list[TimedWord]) -> str:
+    return "".join(w.word for w in ws).strip()
+
+
+# --- LocalAgreement-2 ---------------------------------------------------------------------------
+
+
+def test_word_key_ignores_case_and_punctuation() -> None:
+    assert word_key(" Americans,") == word_key("americans") == "americans"
+    assert word_key(" don't") == "don't"
+    assert word_key(" ...") == "..." and word_key("-") == "-"
+
+
+def test_commits_longest_common_prefix_of_two_rounds() -> None:
+    la = LocalAgreement()
+    assert la.update(words("and so my")) == []  # one round alone confirms nothing
+    assert text(la.complete()) == "and so my"
+    committed = la.update(words("and so my fellow"))
+    assert text(committed) == "and so my"
+    assert text(la.complete()) == "fellow"
+    committed = la.update(words("And so my fellow Americans,"))
+    assert text(committed) == "fellow"  # the committed part is cut off the new hypothesis by time
+    assert text(la.complete()) == "Americans,"
+
+
+def test_prefix_compares_normalised_words_and_keeps_newer_timing() -> None:
+    la = LocalAgreement()
+    la.update([TimedWord(" Hello", 0.0, 0.4), TimedWord(" world", 0.4, 0.8)])
+    committed = la.update([TimedWord(" hello,", 0.0, 0.5), TimedWord(" World.", 0.5, 0.9)])
+    assert [(w.word, w.start, w.end) for w in committed] == [(" hello,", 0.0, 0.5), (" World.", 0.5, 0.9)]
+
+
+def test_disagreement_stops_the_prefix() -> None:
+    la = LocalAgreement()
+    la.update(words("ask not what you are"))
+    committed = la.update(words("ask not what your country"))
+    assert text(committed) == "ask not what"
+    assert text(la.complete()) == "your country"
+
+
+def test_words_before_the_committed_end_are_dropped() -> None:
+    la = LocalAgreement()
+    la.update(words("one two three"))
+    la.update(words("one two three four"))  # commits one two three, ends at 1.5
+    assert la.committed_end == pytest.approx(1.5)
+    # The buffer still holds that audio: the model hears it again, times drifting a little.
+    hyp = [TimedWord(" one", 0.02, 0.5), TimedWord(" two", 0.5, 1.02), TimedWord(" three", 1.02, 1.45),
+           TimedWord(" four", 1.45, 2.0), TimedWord(" five", 2.0, 2.5)]
+    assert text(la.insert(hyp)) == "four five"  # "four" starts within the 0.1 s tolerance
+
+
+def test_ngram_overlap_removes_a_repeated_committed_tail() -> None:
+    la = LocalAgreement()
+    la.update(words("we are living in"))
+    la.update(words("we are living in a"))  # commits "we are living in", ends at 2.0
+    # Times of a re-heard phrase drifted past the tolerance; its text did not.
+    shifted = [TimedWord(" living", 2.05, 2.3), TimedWord(" in", 2.3, 2.5), TimedWord(" a", 2.5, 2.7),
+               TimedWord(" crazy", 2.7, 3.0)]
+    assert text(la.insert(shifted)) == "a crazy"
+
+
+def test_text_cut_survives_a_committed_word_with_a_late_end() -> None:
+    """A round that stopped short stretched "come" to the buffer end and squeezed "in a new"
+    there; two such rounds agree, so those words commit with times ~9 s too late. The next round
+    hears the same words at their true times and goes on: its new words must not be lost."""
+    la = LocalAgreement()
+    la.update(words("began to come", start=19.0))
+    la.update(words("began to come", start=19.0))  # commits "began to come"
+    short = [TimedWord(" began", 19.0, 19.5), TimedWord(" to", 19.5, 19.76), TimedWord(" come", 19.76, 28.9),
+             TimedWord(" in", 28.94, 28.96), TimedWord(" a", 28.96, 28.98), TimedWord(" new", 28.98, 28.98)]
+    la.update(short)
+    assert text(la.update(short)) == "in a new"
+    assert la.committed_end == pytest.approx(28.98)
+    full = words("began to come in a new number to the wee hours", start=19.0, width=0.3)
+    assert text(la.insert(full)) == "number to the wee hours"  # the time rule alone keeps nothing
+
+
+def test_a_revised_last_word_is_not_committed_again() -> None:
+    la = LocalAgreement()
+    la.update(words("such detailed documentation does"))
+    la.update(words("such detailed documentation does"))  # committed; "does" was misheard
+    revised = words("such detailed documentation was to be maintained")
+    assert text(la.insert(revised)) == "to be maintained"  # "was" is the same audio as "does"
+
+
+def test_text_cut_needs_a_clear_match_near_the_committed_end() -> None:
+    la = LocalAgreement()
+    la.update(words("thank you"))
+    la.update(words("thank you"))  # committed, ends at 1.0
+    la.drop_before(1.0)  # the buffer moved past them
+    again = [TimedWord(" thank", 6.0, 6.3), TimedWord(" you", 6.3, 6.6), TimedWord(" all", 6.6, 7.0)]
+    assert text(la.insert(again)) == "thank you all"  # said again, 5 s later: new speech
+
+
+def test_tail_prefix_alignment() -> None:
+    committed = ["a", "b", "c", "d", "e"]
+    assert tail_prefix_alignment(committed, ["c", "d", "e", "f"]) == (3, 3)  # leading committed skipped
+    assert tail_prefix_alignment(committed, ["a", "b", "x", "d", "e", "f", "g"]) == (3, 5)  # one substitution
+    assert tail_prefix_alignment(committed, ["a", "b", "c", "e", "f"]) == (3, 4)  # a word the model dropped
+    assert tail_prefix_alignment(committed, ["e", "f", "e", "f"]) == (1, 1)  # ties: the shortest cut
+    assert tail_prefix_alignment(committed, ["x", "y"])[0] <= 0
+
+
+def test_the_ending_of_a_clipped_committed_word_is_not_new() -> None:
+    la = LocalAgreement()
+    la.update([TimedWord(" is", 0.0, 0.3), TimedWord(" deterministic.", 0.3, 1.2)])
+    la.update([TimedWord(" is", 0.0, 0.3), TimedWord(" deterministic.", 0.3, 1.2)])
+    fresh = la.insert([TimedWord(" istic.", 0.95, 1.2), TimedWord(" Each", 1.5, 1.8)])
+    assert text(fresh) == "Each"
+    assert text(la.insert([TimedWord(" tic", 9.0, 9.2)])) == "tic"  # far later: a word of its own
+
+
+def test_ngram_check_ignores_far_away_repetitions() -> None:
+    la = LocalAgreement()
+    la.update(words("go"))
+    la.update(words("go"))  # commits "go" ending at 0.5
+    later = [TimedWord(" go", 5.0, 5.3), TimedWord(" now", 5.3, 5.6)]
+    assert text(la.insert(later)) == "go now"  # a new "go", said much later
+
+
+def test_committed_words_never_repeat_or_change_over_many_rounds() -> None:
+    full = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "and", "runs", "away"]
+    la = LocalAgreement()
+    committed: list[TimedWord] = []
+    for n in range(1, len(full) + 1):
+        # Each round hears one word more; its last word is still uncertain (garbled).
+        hyp = [TimedWord(" " + w, 0.4 * i, 0.4 * (i + 1)) for i, w in enumerate(full[:n])]
+        if n < len(full):
+            hyp[-1] = TimedWord(hyp[-1].word + "x", hyp[-1].start, hyp[-1].end)
+        committed += la.update(hyp)
+        assert [w.word.strip() for w in committed] == full[: len(committed)]
+    committed += la.flush()
+    assert [w.word.strip() for w in committed] == full
+    starts = [w.start for w in committed]
+    assert starts == sorted(starts)
+
+
+def test_commit_times_never_go_back() -> None:
+    la = LocalAgreement()
+    la.update([TimedWord(" a", 0.0, 1.0)])
+    la.update([TimedWord(" a", 0.0, 1.0), TimedWord(" b", 0.95, 1.5)])
+    committed = la.update([TimedWord(" a", 0.0, 1.0), TimedWord(" b", 0.95, 1.5)])
+    assert [(w.word, w.start) for w in committed] == [(" b", 1.0)]  # clamped to the committed end
+
+
+def test_flush_commits_the_tail_once() -> None:
+    la = LocalAgreement()
+    la.update(words("hello there"))
+    assert text(la.flush()) == "hello there"
+    assert la.flush() == [] and la.complete() == ()
+
+
+def test_drop_before_forgets_unconfirmed_words_of_dropped_audio() -> None:
+    la = LocalAgreement()
+    la.update(words("a b c d"))
+    la.drop_before(1.0)
+    assert text(la.complete()) == "c d"
+
+
+# --- buffer and prompt ------------------------------------------------------------------------
+
+
+def test_audio_buffer_trims_and_keeps_absolute_time() -> None:
+    buf = AudioBuffer()
+    for i in range(5):
+        buf.append(np.full(SR, i, dtype=np.float32))
+    assert buf.duration == pytest.approx(5.0) and buf.offset == 0.0
+    assert buf.trim_to(2.5) == pytest.approx(2.5)
+    assert buf.duration == pytest.approx(2.5) and buf.end == pytest.approx(5.0)
+    assert buf.samples[0] == 2.0 and buf.samples[-1] == 4.0
+    assert buf.trim_to(1.0) == pytest.approx(2.5)  # never moves back
+    buf.append(np.full(SR // 2, 9, dtype=np.float32))
+    assert buf.end == pytest.approx(5.5)
+    assert buf.trim_to(99.0) == pytest.approx(5.5) and len(buf) == 0
+
+
+def test_quietest_point_finds_the_pause_next_to_a_boundary() -> None:
+    t = np.arange(3 * SR) / SR
+    speech = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    speech[int(1.40 * SR): int(1.60 * SR)] = 0.0  # a 0.2 s pause
+    buf = AudioBuffer()
+    buf.append(speech)
+    assert buf.quietest(1.05, 1.55) == pytest.approx(1.48, abs=0.02)  # into the pause, not its edge
+    assert buf.quietest(1.30, 1.90) == pytest.approx(1.50, abs=0.02)  # the middle of the pause
+    assert 2.2 <= buf.quietest(2.2, 2.8) <= 2.8  # no pause: somewhere inside the interval
+    buf.trim_to(1.0)
+    assert buf.quietest(0.5, 1.02) >= 1.0  # never before the buffer
+
+
+def test_prompt_is_committed_text_before_the_buffer_at_a_word_boundary() -> None:
+    committed = words("alpha beta gamma delta epsilon", width=1.0)  # ends at 1, 2, 3, 4, 5
+    assert build_prompt(committed, buffer_start=3.0) == "alpha beta gamma"
+    assert build_prompt(committed, buffer_start=3.5) == "alpha beta gamma"  # delta is inside the buffer
+    assert build_prompt(committed, buffer_start=0.5) == ""
+    assert build_prompt(committed, buffer_start=9.0, max_chars=14) == "delta epsilon"  # 13 chars
+    assert build_prompt(committed, buffer_start=9.0, max_chars=4) == ""  # never a cut word
+    assert build_prompt(committed, buffer_start=9.0, max_chars=0) == ""
+
+
+def test_prompt_horizon_keeps_what_the_prompt_needs() -> None:
+    committed = words(" ".join(f"w{i:03d}" for i in range(100)), width=1.0)
+    k = prompt_horizon(committed, buffer_start=90.0, max_chars=20)
+    assert build_prompt(committed[k:], 90.0, 20) == build_prompt(committed, 90.0, 20)
+    assert k > 70
+
+
+def test_closed_segment_ends_use_the_later_of_timestamp_and_last_word() -> None:
+    tb = 1000  # timestamp tokens from here; text tokens below
+    pieces = [(0.0, 2.0, [tb, 1, 2, tb + 100]), (2.0, 4.0, [tb + 100, 3, 4, 5, tb + 200])]
+    ws = [TimedWord(" a", 0.1, 1.0), TimedWord(" b", 1.0, 2.4), TimedWord(" c", 2.4, 3.0),
+          TimedWord(" d", 3.0, 3.5)]
+    assert closed_segment_ends(pieces, [1, 1, 1, 2], ws, tb) == [2.4, 4.0]
+    open_end = [(0.0, 2.0, [tb, 1, 2])]  # no closing timestamp: not a trimming point
+    assert closed_segment_ends(open_end, [1, 1], ws[:2], tb) == []
+
+
+# --- the session's scheduling, trimming and validation, with a scripted policy -----------------
+
+
+@dataclass
+class ScriptedPolicy:
+    """Says the words of a fixed script that lie wholly inside the buffer (a perfect recogniser)."""
+
+    script: list[TimedWord]
+    seen: list[tuple[float, str]] = field(default_factory=list)  # (buffer seconds, prompt) per round
+    shifts: list[tuple[float, float]] = field(default_factory=list)  # (buffer offset, previous.shift)
+    name: str = "scripted"
+    segment_ends: bool = True  # False: report no closed segments (one long segment)
+
+    def run(self, model: object, samples: np.ndarray, prompt: str, previous: PreviousRound | None) -> RoundResult:
+        # The session gives a policy relative time only; the test audio carries its own clock.
+        offset = float(samples[0])
+        duration = samples.size / SR
+        self.seen.append((duration, prompt))
+        self.shifts.append((offset, previous.shift if previous is not None else float("nan")))
+        heard = [TimedWord(w.word, w.start - offset, w.end - offset) for w in self.script
+                 if w.start >= offset - 1e-6 and w.end <= offset + duration + 1e-6]
+        ends = [w.end for w in heard if w.word.endswith(".")] if self.segment_ends else []
+        return RoundResult(tuple(heard), tuple(ends), (), {"encoder_mel_frames": 3000.0})
+
+
+def clock_audio(seconds: float) -> np.ndarray:
+    """Samples whose value is their own time in seconds (so a policy can read the offset)."""
+    return (np.arange(round(seconds * SR), dtype=np.float64) / SR).astype(np.float32)
+
+
+class FakeModel:
+    is_multilingual = False
+
+
+def scripted_session(script: list[TimedWord], **kw: object) -> tuple[StreamSession, ScriptedPolicy]:
+    session = StreamSession(FakeModel(), StreamOptions(**kw))  # type: ignore[arg-type]
+    policy = ScriptedPolicy(script)
+    session.policy = policy
+    return session, policy
+
+
+def sentence_script(n_sentences: int, words_per: int = 6, width: float = 0.5) -> list[TimedWord]:
+    out: list[TimedWord] = []
+    t = 0.0
+    for s in range(n_sentences):
+        for i in range(words_per):
+            w = f"s{s}w{i}" + ("." if i == words_per - 1 else "")
+            out.append(TimedWord(" " + w, t, t + width))
+            t += width
+    return out
+
+
+def test_session_rounds_every_step_and_trims_without_reemitting() -> None:
+    script = sentence_script(20)  # 60 s of "speech", a sentence every 3 s
+    session, policy = scripted_session(script, step=1.0, buffer_trim_s=10.0, max_buffer_s=20.0)
+    audio = clock_audio(60.0)
+    committed: list[TimedWord] = []
+    for i in range(0, audio.size, SR // 4):
+        update = session.push(audio[i: i + SR // 4])
+        committed += update.committed
+        assert len(update.rounds) <= 1
+    committed += session.finish().committed
+    assert [w.word for w in committed] == [w.word for w in script]  # each word once, in order
+    assert session.committed_text == "".join(w.word for w in script)
+    assert session.rounds_run == 60
+    assert max(seen[0] for seen in policy.seen) <= 10.0 + 1.0 + 1e-6  # trimmed at sentence ends
+    assert session.buffer.offset > 40.0
+    assert any(seen[1] for seen in policy.seen[-10:])  # prompts were built from trimmed text
+    last_prompt = policy.seen[-1][1]
+    assert last_prompt and "".join(w.word for w in script).strip().find(last_prompt) >= 0
+    assert len(last_prompt) <= 200
+    # A policy can map the previous round's times onto this buffer: previous - shift = now.
+    for (prev_offset, _), (offset, shift) in zip(policy.shifts, policy.shifts[1:]):
+        assert shift == pytest.approx(offset - prev_offset, abs=1e-4)
+    assert any(shift > 0 for _, shift in policy.shifts[1:])
+
+
+def test_sentence_ends_trim_when_the_model_writes_one_long_segment() -> None:
+    script = sentence_script(20)
+    session, policy = scripted_session(script, step=1.0, buffer_trim_s=10.0, max_buffer_s=20.0)
+    policy.segment_ends = False
+    audio = clock_audio(60.0)
+    committed: list[TimedWord] = []
+    for i in range(0, audio.size, SR // 2):
+        committed += session.push(audio[i: i + SR // 2]).committed
+    committed += session.finish().committed
+    assert [w.word for w in committed] == [w.word for w in script]
+    assert max(seen[0] for seen in policy.seen) <= 11.0 + 1e-6  # never reached the 20 s cap
+
+
+def test_stall_trim_cuts_after_a_fully_committed_hypothesis() -> None:
+    # Speech for 3 s, then a decoder that hears nothing more: rounds stall on the same words.
+    script = sentence_script(1)
+    session, policy = scripted_session(script, step=1.0)
+    audio = clock_audio(12.0)
+    committed: list[TimedWord] = []
+    for i in range(0, audio.size, SR):
+        committed += session.push(audio[i: i + SR]).committed
+    assert [w.word for w in committed] == [w.word for w in script]
+    assert session.buffer.offset >= 3.0 - 0.3 - 1e-6  # cut just before the last word's end ...
+    assert max(seen[0] for seen in policy.seen) < 6.0  # ... so the buffer stays short
+    stalled, _ = scripted_session(script, step=1.0, stall_trim_s=None)
+    for i in range(0, audio.size, SR):
+        stalled.push(audio[i: i + SR])
+    assert stalled.buffer.offset == 0.0  # Whisper-Streaming proper: no cut below buffer_trim_s
+
+
+def test_repair_word_times_drops_squeezed_words_and_caps_stretched_ones() -> None:
+    ws = [TimedWord(" began", 5.0, 5.3), TimedWord(" to", 5.3, 5.5), TimedWord(" come", 5.5, 12.9),
+          TimedWord(" in", 12.94, 12.96), TimedWord(" a", 12.96, 12.98), TimedWord(" new", 12.98, 12.98)]
+    fixed = repair_word_times(ws, duration=13.0)
+    assert [w.word for w in fixed] == [" began", " to", " come"]
+    assert fixed[2].start == 5.5 and fixed[2].end == pytest.approx(5.5 + 2 * 0.3)  # 2 x median
+    normal = words("a normal sentence here", width=0.3)
+    assert repair_word_times(normal, duration=5.0) == normal
+    assert repair_word_times([], 1.0) == []
+
+
+def test_first_round_waits_for_min_audio_and_step_counts_from_snapshots() -> None:
+    session, _ = scripted_session(sentence_script(2), step=2.0, min_round_audio_s=1.0)
+    audio = clock_audio(6.0)
+    rounds = [len(session.push(audio[i: i + SR // 2]).rounds) for i in range(0, audio.size, SR // 2)]
+    # 12 pushes of 0.5 s: rounds at 1.0 s, 3.0 s and 5.0 s of audio.
+    assert rounds == [0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0]
+
+
+def test_backlog_is_worked_through_in_overlapping_rounds() -> None:
+    script = sentence_script(10)
+    session, policy = scripted_session(script, step=1.0)
+    update = session.push(clock_audio(30.0))  # a whole file at once
+    assert len(update.rounds) == 1
+    committed = list(update.committed) + list(session.finish().committed)
+    assert [w.word for w in committed] == [w.word for w in script]
+    assert all(seen[0] <= 30.0 + 1e-6 for seen in policy.seen)
+
+
+def test_hard_cap_without_commits_drops_old_audio() -> None:
+    session, policy = scripted_session([], step=5.0, buffer_trim_s=10.0, max_buffer_s=12.0)
+    audio = clock_audio(40.0)
+    for i in range(0, audio.size, SR):
+        session.push(audio[i: i + SR])
+    session.finish()
+    assert max(seen[0] for seen in policy.seen) <= 12.0 + 1e-6
+    assert session.committed_text == ""
+
+
+def test_push_rejects_bad_input_and_stays_usable() -> None:
+    session, _ = scripted_session(sentence_script(1))
+    with pytest.raises(TypeError, match="dtype"):
+        session.push(np.zeros(100, dtype=np.int32))
+    with pytest.raises(ValueError, match="NaN"):
+        session.push(np.array([0.0, np.nan], dtype=np.float32))
+    with pytest.raises(ValueError, match="16000"):
+        session.push(np.zeros(100, dtype=np.float32), sample_rate=44100)
+    with pytest.raises(ValueError, match="1-D"):
+        session.push(np.zeros((2, 2, 2), dtype=np.float32))
+    assert session.push(np.zeros(0, dtype=np.float32)) == StreamUpdate()
+    session.push(clock_audio(3.0))
+    assert session.finish().committed
+    assert session.finish() == StreamUpdate()
+    with pytest.raises(RuntimeError, match="finish"):
+        session.push(np.zeros(10, dtype=np.float32))
+
+
+def test_empty_stream_finishes_with_nothing() -> None:
+    session, policy = scripted_session(sentence_script(1))
+    assert session.finish() == StreamUpdate()
+    assert policy.seen == []
+
+
+@pytest.mark.parametrize("bad", [{"step": 0}, {"policy": "nope"}, {"beam_size": 0}, {"buffer_trim_s": 30.0},
+                                 {"max_buffer_s": 31.0}, {"prompt_chars": -1}])
+def test_stream_options_reject_nonsense(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        StreamOptions(**bad)  # type: ignore[arg-type]
+
+
+# --- drivers ---------------------------------------------------------------------------------
+
+
+class ChunkSession:
+    """Commits one word per push, spanning the pushed audio; each push costs ``cost_s``."""
+
+    def __init__(self, cost_s: float = 0.0) -> None:
+        self.cost_s = cost_s
+        self.t = 0.0
+        self.pushes: list[float] = []
+
+    def push(self, samples: np.ndarray) -> StreamUpdate:
+        if self.cost_s:
+            time.sleep(self.cost_s)
+        self.pushes.append(samples.size / SR)
+        word = TimedWord(" w", self.t, self.t + samples.size / SR)
+        self.t += samples.size / SR
+        return StreamUpdate(committed=(word,))
+
+    def finish(self) -> StreamUpdate:
+        return StreamUpdate(committed=(TimedWord(" end", self.t, self.t),))
+
+
+def recording(cost_s: float = 0.0) -> tuple[list[ChunkSession], Callable[[], ChunkSession]]:
+    sessions: list[ChunkSession] = []
+
+    def factory() -> ChunkSession:
+        sessions.append(ChunkSession(cost_s))
+        return sessions[-1]
+
+    return sessions, factory
+
+
+def test_unaware_driver_emits_at_audio_time() -> None:
+    sessions, factory = recording()
+    run = run_stream(factory, np.zeros(SR + SR // 2, dtype=np.float32), "unaware", chunk_s=0.5)
+    assert [w.emitted_at for w in run.words] == [0.5, 1.0, 1.5, 1.5]
+    assert sessions[0].pushes == [0.5, 0.5, 0.5]
+    assert run.audio_s == 1.5 and run.text == " w w w end"
+
+
+def test_compute_aware_driver_delivers_what_arrived_during_a_slow_push() -> None:
+    sessions, factory = recording(cost_s=0.25)
+    run = run_stream(factory, np.zeros(SR, dtype=np.float32), "realtime", chunk_s=0.1)
+    pushes = sessions[0].pushes
+    assert sum(pushes) == pytest.approx(1.0)
+    assert pushes[0] == pytest.approx(0.1) and max(pushes[1:]) >= 0.2  # 0.25 s of audio arrived meanwhile
+    assert len(pushes) < 10
+    emitted = [w.emitted_at for w in run.words]
+    assert emitted == sorted(emitted) and emitted[0] >= 0.35  # 0.1 s of audio + 0.25 s of compute
+    assert run.compute_s >= 0.25 * len(pushes)
+
+
+def test_offline_driver_pushes_everything_at_the_end() -> None:
+    sessions, factory = recording()
+    run = run_stream(factory, np.zeros(SR * 3, dtype=np.float32), "offline")
+    assert sessions[0].pushes == [3.0]
+    assert all(w.emitted_at >= 3.0 for w in run.words)
+    with pytest.raises(ValueError, match="mode"):
+        run_stream(factory, np.zeros(10, dtype=np.float32), "later")
+
+
+def test_word_log_lines_follow_the_contract(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "w.jsonl"
+    write_word_log([EmittedWord(" Hi", 0.1, 0.5, 1.0), EmittedWord(" there.", 0.5, np.float64(0.9), 2.0)], out)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[0] == {"word": " Hi", "start": 0.1, "end": 0.5, "emitted_at": 1.0}
+    assert all(set(d) == {"word", "start", "end", "emitted_at"} for d in lines)
+    assert StreamRun("unaware", audio_s=2.0, compute_s=1.0).rtf == 0.5
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def test_word_latency_pairs_equal_and_substituted_words() -> None:
+    gold = [GoldWord("Ask", 0.0, 0.5), GoldWord("not,", 0.5, 1.0), GoldWord("what", 1.0, 1.5),
+            GoldWord("your", 1.5, 2.0)]
+    emitted = [EmittedWord(" ask", 0, 0, 2.0), EmittedWord(" knot", 0, 0, 2.0),
+               EmittedWord(" uh", 0, 0, 3.0), EmittedWord(" what", 0, 0, 3.0)]
+    # "your" was never emitted (a deletion); "knot" substitutes "not"; "uh" is dropped by the normaliser.
+    assert word_latencies(gold, emitted) == [1.5, 1.0, 1.5]  # emitted_at - gold end
+    stats = LatencyStats.of([1.0, 2.0, 3.0, 10.0])
+    assert (stats.words, stats.mean, stats.median) == (4, 4.0, 2.5)
+    assert np.isnan(LatencyStats.of([]).mean)
+
+
+def test_normalisation_can_expand_a_word() -> None:
+    tokens, owners = expand_normalized(["It", "costs", "$5."])
+    assert tokens == ["it", "costs", "5", "dollars"] and owners == [0, 1, 2, 2]
+
+
+def test_encoder_flops_formula() -> None:
+    dims = ModelDims(80, 1500, 384, 6, 4, 51864, 448, 384, 6, 4)  # tiny
+    f = encoder_flops(dims, 3000)
+    n, d = 1500, 384
+    expected = 2 * 3000 * 80 * d * 3 + 2 * n * d * d * 3 + 4 * (8 * n * d * d + 4 * n * n * d + 16 * n * d * d)
+    assert f == expected
+    assert 10e9 < f < 40e9  # tiny's encoder: ~22 GFLOPs per 30 s window
+    assert encoder_flops(dims, 1000) < f / 3
+
+
+def test_gold_windows_pack_sentences_under_30s_and_monotonic_check() -> None:
+    sentences = [(i * 4.0 + 0.5, i * 4.0 + 3.5, f"s{i}") for i in range(20)]
+    windows = pack_windows(sentences, 80.0)
+    assert [s for group, _ in windows for s in group] == sentences
+    for group, (lo, hi) in windows:
+        assert hi - lo <= 28.0 and lo <= group[0][0] and hi >= group[-1][1]
+    check_monotonic([GoldWord("a", 0, 1), GoldWord("b", 1, 1)])
+    with pytest.raises(RuntimeError):
+        check_monotonic([GoldWord("a", 0, 1), GoldWord("b", 0.5, 0.8)])
