@@ -226,7 +226,7 @@ class StreamPrinter:
         self.width = shutil.get_terminal_size().columns if out.isatty() else 0
         self.column = 0
 
-    def __call__(self, update: "StreamUpdate", emitted_at: float) -> None:
+    def __call__(self, update: StreamUpdate, emitted_at: float) -> None:
         if self.tail_on:
             self.err.write("\x1b[K" if self.same_screen else "\r\x1b[K")
             self.err.flush()
@@ -263,9 +263,20 @@ class StreamPrinter:
 def cmd_stream(args: argparse.Namespace) -> int:
     from stenoflow.api import load_model
     from stenoflow.audio.io import load_audio
-    from stenoflow.streaming.drivers import EmittedWord, UnawareClock, WallClock, run_live, run_stream
+    from stenoflow.streaming.drivers import (
+        EmittedWord,
+        UnawareClock,
+        WallClock,
+        run_live,
+        run_stream,
+    )
     from stenoflow.streaming.session import StreamOptions
-    from stenoflow.streaming.sources import Backlog, MicrophoneUnavailable, open_microphone, pcm_chunks
+    from stenoflow.streaming.sources import (
+        Backlog,
+        MicrophoneUnavailable,
+        open_microphone,
+        pcm_chunks,
+    )
 
     if (args.audio is None) == (not args.mic):
         raise ValueError("give exactly one source: an AUDIO file, - for PCM on stdin, or --mic")
@@ -280,7 +291,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     printer = StreamPrinter(sys.stdout, sys.stderr)
     word_log = args.log_words.open("w", encoding="utf-8") if args.log_words else None
 
-    def on_update(update: "StreamUpdate", emitted_at: float) -> None:
+    def on_update(update: StreamUpdate, emitted_at: float) -> None:
         printer(update, emitted_at)
         if word_log is not None:
             for w in update.committed:

@@ -57,8 +57,9 @@ class AudioBuffer:
     def quietest(self, lo: float, hi: float, frame_s: float = 0.02) -> float:
         """Absolute time of the quietest ``frame_s`` of buffered audio between ``lo`` and ``hi``.
 
-        Among frames as quiet as the quietest (within 2x), the middle one is taken, so a cut
-        lands in the middle of a pause rather than at its edge.
+        Frames within 2x of the quietest count as quiet; the middle of the longest quiet run is
+        taken, so a cut lands in the middle of a pause rather than at its edge or in the short
+        closure of a stop consonant ("faul|ts"), which can be as quiet as the pause itself.
         """
         sr = self.sample_rate
         first = max(self._start, round(lo * sr))
@@ -71,8 +72,11 @@ class AudioBuffer:
         power = np.concatenate([[0.0], np.cumsum(piece * piece)])
         starts = np.arange(0, piece.size - frame + 1, hop)
         energy = (power[starts + frame] - power[starts]) / frame
-        quiet = np.flatnonzero(energy <= 2 * energy.min() + 1e-12)
-        best = starts[quiet[len(quiet) // 2]]
+        quiet = np.concatenate([[False], energy <= 2 * energy.min() + 1e-12, [False]])
+        edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))  # run starts and ends, paired
+        runs = edges.reshape(-1, 2)
+        longest = runs[np.argmax(runs[:, 1] - runs[:, 0])]
+        best = starts[(longest[0] + longest[1] - 1) // 2]
         return (first + best + frame / 2) / sr
 
     def trim_to(self, time: float) -> float:

@@ -215,7 +215,7 @@ class StreamSession:
                 o.max_buffer_s, cut, f" (and {len(lost)} unconfirmed words)" if lost else "")
             self._cut(cut)
             return
-        self._cut(cut, snap=(max(cut - SNAP_S, self.buffer.end - o.max_buffer_s), cut + SNAP_S))
+        self._cut(cut, snap=(max(cut - SNAP_S, self.buffer.end - o.max_buffer_s), cut))
 
     def _trim(self, result: RoundResult, offset: float) -> None:
         """Past ``buffer_trim_s``, cut at the latest completed segment or sentence end.
@@ -235,7 +235,7 @@ class StreamSession:
         sentence_ends = [w.end for w in result.words[:-1] if w.word.rstrip().endswith(SENTENCE_END)]
         ends = [offset + e for e in (*result.segment_ends[:-1], *sentence_ends) if offset + e <= limit + 1e-6]
         if ends and max(ends) > offset:
-            self._cut(max(ends), snap=(max(ends) - SNAP_S, max(ends) + SNAP_S))
+            self._cut(max(ends), snap=(max(ends) - SNAP_S, min(max(ends) + SNAP_S, limit)))
 
     def _stall_trim(self, result: RoundResult, offset: float) -> bool:
         """All heard words are committed: cut after the last one if it ends a sentence and
