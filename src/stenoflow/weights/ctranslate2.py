@@ -38,7 +38,7 @@ from stenoflow.weights.ct2_binary import (
     scalar_value,
     to_float32,
 )
-from stenoflow.weights.loaded import LoadedWeights
+from stenoflow.weights.loaded import LoadedWeights, alignment_heads_from, tokenizer_in
 from stenoflow.weights.schema import check_state_dict, expected_shapes
 
 log = logging.getLogger(__name__)
@@ -200,17 +200,14 @@ def load_ctranslate2(model_dir: Path) -> LoadedWeights:
 
     config = _read_config(model_dir)
     heads = config.get("alignment_heads")
-    tokenizer = model_dir / "tokenizer.json"
     stored = sorted({DTYPES[v.dtype_id][1] for v in variables.values() if len(v.shape) >= 2})
     return LoadedWeights(
         dims=dims,
         state_dict=state,
         source=source,
         format="ctranslate2",
-        tokenizer_file=tokenizer if tokenizer.is_file() else None,
-        alignment_heads=tuple((int(layer), int(h)) for layer, h in heads)
-        if isinstance(heads, list) and heads
-        else None,
+        tokenizer_file=tokenizer_in(model_dir),
+        alignment_heads=alignment_heads_from(heads),
         suppress_ids=_tuple(config.get("suppress_ids")),
         suppress_ids_begin=_tuple(config.get("suppress_ids_begin")),
         lang_ids=_tuple(config.get("lang_ids")),

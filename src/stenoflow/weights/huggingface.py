@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from stenoflow.model.dims import ModelDims
-from stenoflow.weights.loaded import LoadedWeights
+from stenoflow.weights.loaded import LoadedWeights, alignment_heads_from, tokenizer_in
 from stenoflow.weights.schema import check_state_dict
 
 log = logging.getLogger(__name__)
@@ -160,16 +160,13 @@ def load_huggingface(model_dir: Path) -> LoadedWeights:
     gen = _read_json(gen_path) if gen_path.is_file() else {}
     heads = config.get("alignment_heads") or gen.get("alignment_heads")
     lang_to_id = gen.get("lang_to_id")
-    tokenizer = model_dir / "tokenizer.json"
     return LoadedWeights(
         dims=dims,
         state_dict=state,
         source=source,
         format="huggingface",
-        tokenizer_file=tokenizer if tokenizer.is_file() else None,
-        alignment_heads=tuple((int(layer), int(h)) for layer, h in heads)
-        if isinstance(heads, list) and heads
-        else None,
+        tokenizer_file=tokenizer_in(model_dir),
+        alignment_heads=alignment_heads_from(heads),
         suppress_ids=_int_tuple(config.get("suppress_tokens") or gen.get("suppress_tokens")),
         suppress_ids_begin=_int_tuple(
             config.get("begin_suppress_tokens") or gen.get("begin_suppress_tokens")

@@ -24,3 +24,16 @@ class LoadedWeights:
     suppress_ids_begin: tuple[int, ...] | None = None
     lang_ids: tuple[int, ...] | None = None
     extra: dict[str, object] = field(default_factory=dict)
+
+
+def alignment_heads_from(value: object) -> tuple[tuple[int, int], ...] | None:
+    """(layer, head) pairs from a config's JSON list; None where the file gives none."""
+    if isinstance(value, list) and value:
+        return tuple((int(layer), int(head)) for layer, head in value)
+    return None
+
+
+def tokenizer_in(model_dir: Path) -> Path | None:
+    """The Hugging Face tokenizer.json of a model directory, if it has one."""
+    path = model_dir / "tokenizer.json"
+    return path if path.is_file() else None
