@@ -357,12 +357,13 @@ def test_stall_trim_cuts_after_a_fully_committed_hypothesis() -> None:
 def test_repair_word_times_drops_squeezed_words_and_caps_stretched_ones() -> None:
     ws = [TimedWord(" began", 5.0, 5.3), TimedWord(" to", 5.3, 5.5), TimedWord(" come", 5.5, 12.9),
           TimedWord(" in", 12.94, 12.96), TimedWord(" a", 12.96, 12.98), TimedWord(" new", 12.98, 12.98)]
-    fixed = repair_word_times(ws, duration=13.0)
+    fixed, held = repair_word_times(ws, duration=13.0)
     assert [w.word for w in fixed] == [" began", " to", " come"]
+    assert [w.word for w in held] == [" in", " a", " new"]
     assert fixed[2].start == 5.5 and fixed[2].end == pytest.approx(5.5 + 2 * 0.3)  # 2 x median
     normal = words("a normal sentence here", width=0.3)
-    assert repair_word_times(normal, duration=5.0) == normal
-    assert repair_word_times([], 1.0) == []
+    assert repair_word_times(normal, duration=5.0) == (normal, [])
+    assert repair_word_times([], 1.0) == ([], [])
 
 
 def test_first_round_waits_for_min_audio_and_step_counts_from_snapshots() -> None:
@@ -422,3 +423,26 @@ def test_empty_stream_finishes_with_nothing() -> None:
 def test_stream_options_reject_nonsense(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         StreamOptions(**bad)  # type: ignore[arg-type]
+
+
+def test_words_held_back_by_the_last_round_are_committed_at_finish() -> None:
+    """A round that could not place its trailing words holds them back for the next round; when
+    no next round comes (end of stream) they are committed as heard, not lost."""
+    script = words("one two three four five six")
+
+    class Holding(ScriptedPolicy):
+        def run(self, model: object, samples: np.ndarray, prompt: str,
+                previous: PreviousRound | None) -> RoundResult:
+            result = super().run(model, samples, prompt, previous)
+            placed = tuple(w for w in result.words if w.end <= samples.size / SR - 0.5)
+            return RoundResult(placed, (), (), {}, result.words[len(placed):])
+
+    session = StreamSession(FakeModel(), StreamOptions(step=1.0, min_round_audio_s=1.0))  # type: ignore[arg-type]
+    session.policy = Holding(script)
+    audio = clock_audio(3.0)
+    committed: list[TimedWord] = []
+    for i in range(0, audio.size, SR // 2):
+        committed += session.push(audio[i: i + SR // 2]).committed
+    assert "six" not in text(committed)  # held back while the stream goes on
+    committed += session.finish().committed
+    assert text(committed) == "one two three four five six"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from stenoflow.output import FORMATS
+from stenoflow.streaming.variants import DEFAULT_VARIANTS
 
 if TYPE_CHECKING:
     from stenoflow.streaming.events import StreamUpdate
@@ -71,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--step", type=float, default=1.0, help="seconds of new audio between rounds (default 1)")
     st.add_argument("--policy", default="whisper-s", help="round policy (default whisper-s)")
     st.add_argument("--beam-size", type=int, default=5, help="beams per round (1 = greedy)")
+    st.add_argument("--hush", action="store_true", help="encode buffer + the model's hush word instead of 30 s padding")
+    st.add_argument("--guide", choices=["prune", "verify"], default=None,
+                    help="let the previous round guide the beam: prune (token by token) or verify (one pass)")
     st.add_argument("--language", default="en", help="language code (default en)")
     st.add_argument("--simulate", default="realtime", choices=["realtime", "unaware"],
                     help="for files: feed at 1x wall clock (realtime) or as fast as rounds run (unaware)")
@@ -115,7 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     bs = bsub.add_parser("stream", help="streaming latency and WER: offline vs Whisper-S steps (and peers)")
     bs.add_argument("--models", default="tiny.en,base", help="comma list of model names")
     bs.add_argument("--steps", default="0.5,1,2", help="comma list of steps in seconds")
-    bs.add_argument("--policies", default="whisper-s", help="comma list of round policies")
+    bs.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                    help="comma list of round variants: a policy name with +hush, +prune or +verify")
+    bs.add_argument("--no-peers", action="store_true", help="leave out the WhisperLiveKit peers")
     bs.add_argument("--streams", type=int, default=3, help="evaluation streams")
     bs.add_argument("--minutes", type=float, default=5.0, help="length of each stream")
     bs.add_argument("--configs", default="", help="comma list of configuration names or globs to run")
@@ -193,7 +199,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         sopts = StreamBenchOptions(
             models=tuple(_list(args.models)), steps=tuple(float(x) for x in _list(args.steps)),
-            policies=tuple(_list(args.policies)), streams=1 if args.quick else args.streams,
+            variants=tuple(_list(args.variants)), peers=not args.no_peers, streams=1 if args.quick else args.streams,
             minutes=1.0 if args.quick else args.minutes, chunk_s=args.chunk, threads=args.threads,
             gold_model=args.gold_model, configs=tuple(_list(args.configs)))
         sys.stdout.write(run_stream_bench(sopts, args.out) + "\n")
@@ -280,7 +286,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
     if (args.audio is None) == (not args.mic):
         raise ValueError("give exactly one source: an AUDIO file, - for PCM on stdin, or --mic")
-    options = StreamOptions(step=args.step, policy=args.policy, beam_size=args.beam_size, language=args.language)
+    options = StreamOptions(step=args.step, policy=args.policy, beam_size=args.beam_size, language=args.language,
+                            hush=args.hush, guide=args.guide)
     try:
         source = open_microphone(args.chunk) if args.mic else None
     except MicrophoneUnavailable as e:

@@ -29,6 +29,7 @@ from stenoflow.streaming.drivers import StreamRun, run_stream, write_word_log
 from stenoflow.streaming.events import StreamingSession
 from stenoflow.streaming.offline import OfflineSession
 from stenoflow.streaming.session import StreamOptions
+from stenoflow.streaming.variants import DEFAULT_VARIANTS, parse_variant
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,8 @@ log = logging.getLogger(__name__)
 class StreamBenchOptions:
     models: tuple[str, ...] = ("tiny.en", "base")
     steps: tuple[float, ...] = (0.5, 1.0, 2.0)
-    policies: tuple[str, ...] = ("whisper-s",)
+    variants: tuple[str, ...] = DEFAULT_VARIANTS  # see stenoflow.streaming.variants
+    peers: bool = True  # WhisperLiveKit's LocalAgreement and SimulStreaming in the same run
     streams: int = 3
     minutes: float = 5.0
     chunk_s: float = 0.1  # audio arrives in pieces this long
@@ -75,14 +77,29 @@ def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[Ben
     for name in options.models:
         configs.append(BenchConfig(f"{name}/offline", lambda n=name: OfflineSession(models.get(n), options.beam_size),
                                    "offline", name, {"beam_size": options.beam_size}))
-        for policy in options.policies:
+        for variant in map(parse_variant, options.variants):
+            if variant.hush and models.get(name).hush is None:
+                log.warning("%s has no hush word: %s is left out", name, variant.name)
+                continue
             for step in options.steps:
-                stream_options = StreamOptions(step=step, policy=policy, beam_size=options.beam_size)
+                stream_options = StreamOptions(step=step, policy=variant.policy, beam_size=options.beam_size,
+                                               hush=variant.hush, guide=variant.guide)
                 configs.append(BenchConfig(
-                    f"{name}/{policy}/step{step:g}/realtime",
+                    f"{name}/{variant.name}/step{step:g}/realtime",
                     lambda n=name, o=stream_options: models.get(n).stream(o),  # type: ignore[misc]
                     "realtime", name, asdict(stream_options)))
+        if options.peers:
+            configs += peer_configs(name, options)
     return configs
+
+
+def peer_configs(model_name: str, options: StreamBenchOptions) -> list[BenchConfig]:
+    """WhisperLiveKit's policies on the same model, threads and beam, driven by the same clock."""
+    from stenoflow.bench.peers import peer_factories
+
+    factories = peer_factories([model_name], threads=options.threads)
+    return [BenchConfig(f"{name}/realtime", factory, "realtime", None, {"peer": name})
+            for name, factory in factories.items()]
 
 
 def select(configs: Sequence[BenchConfig], patterns: Sequence[str]) -> list[BenchConfig]:
@@ -149,13 +166,31 @@ def summarize(config: BenchConfig, runs: Sequence[tuple[Clip, StreamRun]], gold:
         "rtf": sum(run.compute_s for _, run in runs) / audio_s if audio_s else float("nan"),
         "encoder_gflops_per_audio_s": gflops,
         "rounds": sum(len(run.rounds) for _, run in runs),
+        "per_round": round_means([r for _, run in runs for r in run.rounds]),
         "per_clip": per_clip,
     }
 
 
+ROUND_KEYS = ("encoder_ms", "decoder_ms", "alignment_ms", "round_ms", "forward_passes", "beam_width_avg",
+              "fallbacks")
+
+
+def round_means(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Per-round means of the timing and decoding figures (NaN where a session reports none),
+    and the share of rounds whose beam was reduced below the full width (the paper's Table 4)."""
+    out = {}
+    for key in ROUND_KEYS:
+        values = [r[key] for r in rounds if key in r]
+        out[key] = float(np.mean(values)) if values else float("nan")
+    widths = [(r["beam_width_avg"], r["beam_size"]) for r in rounds if "beam_width_avg" in r and "beam_size" in r]
+    out["reduced_beam_rounds"] = float(np.mean([w < full for w, full in widths])) if widths else float("nan")
+    return out
+
+
 def format_table(rows: Sequence[dict[str, object]]) -> str:
     head = ["configuration", "WER %", "latency mean s", "median s", "p90 s", "RTF", "enc GFLOPs / audio s",
-            "rounds", "words timed"]
+            "rounds", "words timed", "enc ms/round", "dec ms/round", "align ms/round", "dec passes/round",
+            "avg beam", "reduced-beam rounds %"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lat = r["latency"]
@@ -164,8 +199,21 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
                  f"{lat['mean']:.2f}", f"{lat['median']:.2f}", f"{lat['p90']:.2f}",
                  f"{float(r['rtf']):.2f}", f"{float(r['encoder_gflops_per_audio_s']):.1f}",  # type: ignore[arg-type]
                  str(r["rounds"]), str(lat["words"])]
+        pr = r.get("per_round", {})
+        assert isinstance(pr, dict)
+        cells += [_fmt(pr.get("encoder_ms"), "{:.0f}"), _fmt(pr.get("decoder_ms"), "{:.0f}"),
+                  _fmt(pr.get("alignment_ms"), "{:.0f}"), _fmt(pr.get("forward_passes"), "{:.1f}"),
+                  _fmt(pr.get("beam_width_avg"), "{:.2f}"),
+                  _fmt(None if pr.get("reduced_beam_rounds") is None else 100 * pr["reduced_beam_rounds"], "{:.0f}")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _fmt(value: object, spec: str) -> str:
+    """A number in a table cell; blank where the session does not report it."""
+    if value is None or not np.isfinite(float(value)):  # type: ignore[arg-type]
+        return "–"
+    return spec.format(float(value))  # type: ignore[arg-type]
 
 
 def _markdown(table: str, record: dict[str, object]) -> str:

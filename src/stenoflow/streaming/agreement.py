@@ -150,9 +150,10 @@ class LocalAgreement:
         self._current = []
         return committed
 
-    def flush(self) -> list[TimedWord]:
-        """End of stream: commit the whole unconfirmed tail (nothing more will confirm it)."""
-        rest = self._current or self._previous
+    def flush(self, after: Sequence[TimedWord] = ()) -> list[TimedWord]:
+        """End of stream: commit the whole unconfirmed tail (nothing more will confirm it), and
+        ``after`` it the words the last round heard but could not place."""
+        rest = [*(self._current or self._previous), *after]
         committed = self._accept(rest)
         self._previous, self._current = [], []
         return committed

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stenoflow.audio.io import validate_samples
-from stenoflow.decoding.options import DecodingOptions, verify_options
+from stenoflow.decoding.options import REFERENCE_MODES, DecodingOptions, verify_options
 from stenoflow.streaming.agreement import AgreementOptions, LocalAgreement
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.events import StreamUpdate, TimedWord
@@ -44,6 +44,8 @@ class StreamOptions:
     step: float = 1.0  # seconds of new audio between rounds (back-to-back when rounds are slower)
     policy: str = "whisper-s"  # round policy, a key of streaming.policy.POLICIES
     beam_size: int = 5  # beams per round (1: greedy)
+    hush: bool = False  # encode buffer ⊕ the model's hush word instead of padding to 30 s
+    guide: str | None = None  # previous round guides the beam: "prune" (token by token) or "verify"
     language: str | None = "en"  # None: detected every round (multilingual models)
     buffer_trim_s: float = 15.0  # above this, trim the buffer at a committed segment end
     max_buffer_s: float = 30.0  # hard cap: the encoder hears at most 30 s
@@ -67,6 +69,8 @@ class StreamOptions:
             raise ValueError(f"unknown streaming policy {self.policy!r}; known: {', '.join(POLICIES)}")
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if self.guide is not None and self.guide not in REFERENCE_MODES:
+            raise ValueError(f"guide must be one of {', '.join(REFERENCE_MODES)} or None, got {self.guide!r}")
         if not 0 < self.buffer_trim_s < self.max_buffer_s <= 30.0:
             raise ValueError("need 0 < buffer_trim_s < max_buffer_s <= 30 seconds, got "
                              f"{self.buffer_trim_s} and {self.max_buffer_s}")
@@ -94,6 +98,9 @@ class StreamSession:
         self.options = options or StreamOptions()
         o = self.options
         verify_options(DecodingOptions(language=o.language, beam_size=o.beam_size), model.is_multilingual)
+        if o.hush and model.hush is None:
+            raise ValueError(f"no hush word for model {model.name!r}: train one with `stenoflow train-hush`, "
+                             "put hush.npz beside the model, or stream without hush")
         self.policy = resolve_policy(o)
         self.agreement = LocalAgreement(o.agreement)
         self.buffer = AudioBuffer()
@@ -105,6 +112,7 @@ class StreamSession:
         self._text: list[str] = []  # every committed word's text
         self._previous: PreviousRound | None = None
         self._previous_offset = 0.0
+        self._held: list[TimedWord] = []  # the last round's squeezed trailing words (absolute times)
         self._finished = False
         self.rounds_run = 0
 
@@ -143,7 +151,8 @@ class StreamSession:
             words, stats = self._round()
             committed += words
             rounds.append(stats)
-        committed += self._record(self.agreement.flush())
+        # No later round will place the last round's held-back words: they stand as heard.
+        committed += self._record(self.agreement.flush(self._held))
         return StreamUpdate(tuple(committed), (), tuple(rounds))
 
     # --- what it has said -----------------------------------------------------------------------
@@ -174,6 +183,7 @@ class StreamSession:
         result = self.policy.run(self.model, self.buffer.samples, prompt, self._previous)
         words = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.words]
         committed = self._record(self.agreement.update(words))
+        self._held = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.held]
         self._previous = PreviousRound(result, 0.0)
         self._previous_offset = offset
         self._trim(result, offset)

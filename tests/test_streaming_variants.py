@@ -1,0 +1,103 @@
+"""Round variants: the hush word and the previous round's guidance inside streaming sessions."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from stenoflow.bench.datasets import JFK_TEXT
+from stenoflow.bench.metrics import wer
+from stenoflow.streaming.events import TimedWord
+from stenoflow.streaming.policy import PreviousRound, RoundResult, WhisperRound
+from stenoflow.streaming.session import StreamOptions
+from stenoflow.streaming.variants import DEFAULT_VARIANTS, Variant, parse_variant
+
+if TYPE_CHECKING:
+    from stenoflow.api import Model
+
+SR = 16000
+
+
+def test_variant_names_parse_and_round_trip() -> None:
+    assert parse_variant("whisper-s") == Variant("whisper-s")
+    assert parse_variant("whisper-s+hush+verify") == Variant("whisper-s", True, "verify")
+    assert parse_variant("whisper-s+prune+hush") == Variant("whisper-s", True, "prune")
+    assert all(parse_variant(v).name == v for v in DEFAULT_VARIANTS)
+    for bad in ("whisper-s+fast", "+hush", "whisper-s+prune+verify", "whisper-s+hush+hush"):
+        with pytest.raises(ValueError, match="variant"):
+            parse_variant(bad)
+
+
+def test_stream_options_reject_an_unknown_guide() -> None:
+    with pytest.raises(ValueError, match="guide"):
+        StreamOptions(guide="sometimes")
+
+
+def test_reference_keeps_only_the_previous_words_still_in_the_buffer(tiny: Model) -> None:
+    words = (TimedWord(" And", 0.0, 0.4), TimedWord(" so,", 0.4, 0.9), TimedWord(" my", 1.0, 1.2),
+             TimedWord(" fellow", 1.2, 1.6))
+    previous = RoundResult(words)
+    policy = WhisperRound(StreamOptions(guide="verify"))
+    decode = tiny.tokenizer.decode
+    assert decode(list(policy.reference(tiny, PreviousRound(previous, 0.0)) or ())) == " And so, my fellow"
+    # The buffer was cut at 0.95 s: the words before it are gone from the reference.
+    assert decode(list(policy.reference(tiny, PreviousRound(previous, 0.95)) or ())) == " my fellow"
+    assert policy.reference(tiny, PreviousRound(previous, 5.0)) is None
+    assert policy.reference(tiny, None) is None
+    assert WhisperRound(StreamOptions()).reference(tiny, PreviousRound(previous, 0.0)) is None
+
+
+def stream_words(model: Model, audio: np.ndarray, **options: object) -> tuple[list[TimedWord], list[dict[str, float]]]:
+    session = model.stream(StreamOptions(**options))  # type: ignore[arg-type]
+    step = SR // 2
+    committed: list[TimedWord] = []
+    rounds: list[dict[str, float]] = []
+    for i in range(0, audio.size, step):
+        update = session.push(audio[i: i + step])
+        committed += update.committed
+        rounds += update.rounds
+    final = session.finish()
+    return committed + list(final.committed), rounds + list(final.rounds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("guide", ["prune", "verify"])
+def test_guided_greedy_streaming_equals_plain_greedy_with_fewer_passes(
+        tiny: Model, jfk_audio: np.ndarray, guide: str) -> None:
+    """At beam 1 the previous round only saves decoder passes: every round's tokens, and so
+    every committed word and time, equal plain greedy streaming."""
+    plain, plain_rounds = stream_words(tiny, jfk_audio, step=1.0, beam_size=1)
+    guided, guided_rounds = stream_words(tiny, jfk_audio, step=1.0, beam_size=1, guide=guide)
+    assert guided == plain
+    assert sum(r["guided"] for r in guided_rounds) >= len(guided_rounds) - 1  # all but the first round
+    if guide == "verify":  # drafts are checked many tokens per pass
+        assert sum(r["forward_passes"] for r in guided_rounds) < 0.6 * sum(r["forward_passes"] for r in plain_rounds)
+
+
+@pytest.mark.slow
+def test_guided_beam_streaming_narrows_the_beam(tiny: Model, jfk_audio: np.ndarray) -> None:
+    words, rounds = stream_words(tiny, jfk_audio, step=1.0, beam_size=5, guide="prune")
+    assert wer(JFK_TEXT, "".join(w.word for w in words)).wer <= 0.15
+    later = rounds[2:]
+    assert np.mean([r["beam_width_avg"] for r in later]) < 4.0
+    assert np.mean([r["reduced_beam_share"] > 0 for r in later]) > 0.5
+
+
+@pytest.mark.slow
+def test_hush_streaming_encodes_the_buffer_not_30_s(tiny: Model, jfk_audio: np.ndarray) -> None:
+    words, rounds = stream_words(tiny, jfk_audio, step=1.0, hush=True)
+    assert wer(JFK_TEXT, "".join(w.word for w in words)).wer <= 0.15
+    assert words[-1].word.strip().lower().startswith("country")  # the last word is not lost at finish
+    for r in rounds:  # buffer + 0.5 s of hush word, never the 30 s window
+        assert r["encoder_mel_frames"] == pytest.approx(100 * (r["audio_s"] + 0.5), abs=1)
+    assert max(r["encoder_mel_frames"] for r in rounds) < 1200
+
+
+def test_hush_streaming_needs_a_hush_word(tiny: Model) -> None:
+    bare = copy.copy(tiny)  # same weights, no hush word
+    bare.hush = None
+    with pytest.raises(ValueError, match="no hush word"):
+        bare.stream(StreamOptions(hush=True))
