@@ -223,8 +223,10 @@ def test_quietest_point_finds_the_pause_next_to_a_boundary() -> None:
 def test_prompt_is_committed_text_before_the_buffer_at_a_word_boundary() -> None:
     committed = words("alpha beta gamma delta epsilon", width=1.0)  # ends at 1, 2, 3, 4, 5
     assert build_prompt(committed, buffer_start=3.0) == "alpha beta gamma"
-    assert build_prompt(committed, buffer_start=3.5) == "alpha beta gamma"  # delta is inside the buffer
-    assert build_prompt(committed, buffer_start=0.5) == ""
+    assert build_prompt(committed, buffer_start=3.4) == "alpha beta gamma"  # delta is mostly in the buffer
+    # A cut that leaves the last frames of a word in the buffer keeps the word in the prompt.
+    assert build_prompt(committed, buffer_start=3.6) == "alpha beta gamma delta"
+    assert build_prompt(committed, buffer_start=0.4) == ""
     assert build_prompt(committed, buffer_start=9.0, max_chars=14) == "delta epsilon"  # 13 chars
     assert build_prompt(committed, buffer_start=9.0, max_chars=4) == ""  # never a cut word
     assert build_prompt(committed, buffer_start=9.0, max_chars=0) == ""
@@ -446,3 +448,68 @@ def test_words_held_back_by_the_last_round_are_committed_at_finish() -> None:
     assert "six" not in text(committed)  # held back while the stream goes on
     committed += session.finish().committed
     assert text(committed) == "one two three four five six"
+
+
+def test_sound_detector_finds_onsets_above_the_noise_floor() -> None:
+    rng = np.random.default_rng(0)
+    audio = (1e-3 * rng.standard_normal(6 * SR)).astype(np.float32)  # a steady noise floor
+    audio[int(3.5 * SR): int(5.0 * SR)] += (0.2 * np.sin(2 * np.pi * 200 * np.arange(int(1.5 * SR)) / SR)).astype(np.float32)
+    buf = AudioBuffer()
+    buf.append(audio)
+    assert buf.first_sound(0.0, 6.0) == pytest.approx(3.5, abs=0.02)
+    assert buf.first_sound(0.0, 3.4) is None  # noise alone is not sound
+    assert buf.sound_seconds(0.0, 6.0) == pytest.approx(1.5, abs=0.04)
+    assert buf.sound_seconds(4.0, 4.5) == pytest.approx(0.5, abs=0.02)
+    buf.trim_to(2.0)
+    assert buf.first_sound(0.0, 6.0) == pytest.approx(3.5, abs=0.02)  # absolute times after a trim
+
+
+def syllables(seconds: float) -> np.ndarray:
+    """Speech-like sound: 0.15 s tone bursts 0.25 s apart (speech is never a steady level)."""
+    t = np.arange(round(seconds * SR)) / SR
+    return (0.2 * np.sin(2 * np.pi * 200 * t) * ((t % 0.25) < 0.15)).astype(np.float32)
+
+
+class SilentPolicy(ScriptedPolicy):
+    """Hears nothing, whatever the audio (as Whisper may when a buffer starts with a long pause)."""
+
+    def run(self, model: object, samples: np.ndarray, prompt: str, previous: PreviousRound | None) -> RoundResult:
+        super().run(model, samples, prompt, previous)
+        return RoundResult()
+
+
+def test_a_round_that_hears_nothing_never_cuts_off_a_sound() -> None:
+    audio = np.zeros(8 * SR, dtype=np.float32)
+    audio[int(4.0 * SR):] = syllables(4.0)  # speech from 4 s on
+    session = StreamSession(FakeModel(), StreamOptions(step=1.0))  # type: ignore[arg-type]
+    session.policy = SilentPolicy([])
+    for i in range(0, audio.size, SR):
+        session.push(audio[i: i + SR])
+        # Silence alone keeps only the last 2 s; once sound arrives, it stays in the buffer.
+        assert session.buffer.offset <= 4.0 - 0.3 + 1e-6
+    assert session.buffer.offset == pytest.approx(4.0 - 0.3, abs=0.02)
+
+
+def test_a_hypothesis_that_skips_over_speech_is_not_committed_past_the_skip() -> None:
+    """Two rounds that both leave out a spoken sentence (DTW stretching the gap over it) would
+    agree past it; the words after the skip wait for a round that hears the sentence."""
+    audio = syllables(10.0)  # speech throughout
+    first = words("one two three", start=0.0)  # 0 - 1.5 s
+    later = words("seven eight", start=5.0)  # the hypothesis jumps from 1.5 s to 5 s
+
+    class Skipping(ScriptedPolicy):
+        def run(self, model: object, samples: np.ndarray, prompt: str,
+                previous: PreviousRound | None) -> RoundResult:
+            super().run(model, samples, prompt, previous)
+            offset = session.buffer.offset
+            heard = [w for w in first + later if w.end <= offset + samples.size / SR]
+            return RoundResult(tuple(TimedWord(w.word, w.start - offset, w.end - offset) for w in heard))
+
+    session = StreamSession(FakeModel(), StreamOptions(step=1.0))  # type: ignore[arg-type]
+    session.policy = Skipping([])
+    committed: list[TimedWord] = []
+    for i in range(0, 8 * SR, SR):
+        committed += session.push(audio[i: i + SR]).committed
+    assert text(committed) == "one two three"  # "seven eight" agree, but follow 3.5 s of skipped sound
+    committed += session.finish().committed  # at the end of the stream nothing better will come
+    assert text(committed) == "one two three seven eight"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 SAMPLE_RATE = 16000
+SOUND_FRAME_S = 0.02  # frame of the sound detector
 
 
 class AudioBuffer:
@@ -24,6 +25,8 @@ class AudioBuffer:
         self._pending: list[np.ndarray] = []
         self._pending_len = 0
         self._start = 0  # absolute index of the first buffered sample
+        # Sound flags of whole frames, keyed by (first sample, frames) they were computed for.
+        self._sound: tuple[tuple[int, int], np.ndarray] | None = None
 
     def append(self, samples: np.ndarray) -> None:
         if samples.size:
@@ -78,6 +81,39 @@ class AudioBuffer:
         longest = runs[np.argmax(runs[:, 1] - runs[:, 0])]
         best = starts[(longest[0] + longest[1] - 1) // 2]
         return (first + best + frame / 2) / sr
+
+    def first_sound(self, lo: float, hi: float) -> float | None:
+        """Absolute time where the first sound between ``lo`` and ``hi`` begins, or None if quiet."""
+        first, loud = self._sound_frames(lo, hi)
+        hits = np.flatnonzero(loud)
+        return None if hits.size == 0 else self.offset + (first + int(hits[0])) * SOUND_FRAME_S
+
+    def sound_seconds(self, lo: float, hi: float) -> float:
+        """Seconds of sound between absolute times ``lo`` and ``hi``."""
+        _, loud = self._sound_frames(lo, hi)
+        return float(loud.sum()) * SOUND_FRAME_S
+
+    def _sound_frames(self, lo: float, hi: float) -> tuple[int, np.ndarray]:
+        """Index of the first frame at or after ``lo`` and the sound flags of frames up to ``hi``.
+
+        A 20 ms frame is sound when its power is 12 dB over the buffer's noise floor (its 10th
+        percentile frame), within 30 dB of its loud frames (95th percentile) and over -70 dBFS:
+        speech onsets count whatever the recording's level, a steady noise floor does not.
+        """
+        frame = round(SOUND_FRAME_S * self.sample_rate)
+        n = len(self) // frame
+        if n == 0:
+            return 0, np.zeros(0, dtype=bool)
+        if self._sound is None or self._sound[0] != (self._start, n):
+            samples = self.samples[: n * frame].astype(np.float64)
+            power = (samples.reshape(n, frame) ** 2).mean(axis=1)
+            floor, loud = np.percentile(power, [10, 95])
+            threshold = max(floor * 10 ** 1.2, loud * 10 ** -3.0, 1e-7)
+            self._sound = ((self._start, n), power > threshold)
+        flags = self._sound[1]
+        first = min(n, max(0, int(round((lo - self.offset) * self.sample_rate)) // frame))
+        last = min(n, max(first, int(np.ceil((hi - self.offset) * self.sample_rate / frame))))
+        return first, flags[first:last]
 
     def trim_to(self, time: float) -> float:
         """Drop the samples before absolute ``time`` (clamped to the buffer); return the new offset."""

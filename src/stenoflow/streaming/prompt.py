@@ -2,8 +2,11 @@
 
 Whisper continues a transcript better when it sees what came before (names, casing, style), but
 text that is still inside the buffer must not be in the prompt, or the model tends to skip the
-audio it describes. So the prompt is the committed text that ends before the buffer start, cut
-to the last ``max_chars`` characters at a word boundary.
+audio it describes. So the prompt is the committed text before the buffer start, cut to the last
+``max_chars`` characters at a word boundary. A word counts as before the buffer when most of it
+is: cuts snap to quiet points near word ends, which may leave a word's last few frames inside,
+and a prompt without that word reads as if the sentence stopped one word early (the model then
+takes the next words of the audio for the prompt's own and skips them).
 """
 
 from __future__ import annotations
@@ -14,12 +17,10 @@ from stenoflow.streaming.events import TimedWord
 
 
 def build_prompt(committed: Sequence[TimedWord], buffer_start: float, max_chars: int = 200) -> str:
-    """The last whole words of ``committed`` that end at or before ``buffer_start``, <= max_chars."""
+    """The last whole words of ``committed`` before ``buffer_start``, <= max_chars."""
     if max_chars <= 0:
         return ""
-    k = len(committed)
-    while k > 0 and committed[k - 1].end > buffer_start:
-        k -= 1
+    k = words_before(committed, buffer_start)
     picked: list[str] = []
     length = 0
     while k > 0:
@@ -39,11 +40,17 @@ def prompt_horizon(committed: Sequence[TimedWord], buffer_start: float, max_char
     The buffer start only moves forward, so words before the ones the current prompt uses are
     never read again.
     """
-    k = len(committed)
-    while k > 0 and committed[k - 1].end > buffer_start:
-        k -= 1
+    k = words_before(committed, buffer_start)
     length = 0
     while k > 0 and length <= max_chars:
         length += len(committed[k - 1].word.strip()) + 1
+        k -= 1
+    return k
+
+
+def words_before(committed: Sequence[TimedWord], buffer_start: float) -> int:
+    """How many leading committed words lie (mostly) before ``buffer_start``."""
+    k = len(committed)
+    while k > 0 and committed[k - 1].start + committed[k - 1].end > 2 * buffer_start:
         k -= 1
     return k

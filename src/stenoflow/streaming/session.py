@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 _PRUNE_AT = 2000  # committed words kept for the prompt before old ones are dropped
 SNAP_S = 0.25  # a cut moves to the quietest point this close to the aligned boundary
 LAST_WORD_LEAD_S = 0.3  # ... or, after a stall, this far before the last word's aligned start
+ONSET_LEAD_S = 0.3  # a cut in a round that heard nothing stays this far before the first sound
+# A hypothesis that jumps over a gap this long holding this much sound skipped speech: it is
+# trusted only up to the jump while the gap is this recent (later rounds usually hear it).
+SKIP_GAP_S = 1.5
+SKIP_SOUND_S = 1.0
+SKIP_HOLD_S = 8.0
 SENTENCE_END = (".", "?", "!", "。", "？", "！")
 
 
@@ -112,7 +118,9 @@ class StreamSession:
         self._text: list[str] = []  # every committed word's text
         self._previous: PreviousRound | None = None
         self._previous_offset = 0.0
-        self._held: list[TimedWord] = []  # the last round's squeezed trailing words (absolute times)
+        # Words the last round heard but left for a later round to confirm: those after a skip
+        # over speech and those DTW squeezed against the buffer end (absolute times).
+        self._waiting: list[TimedWord] = []
         self._finished = False
         self.rounds_run = 0
 
@@ -151,8 +159,8 @@ class StreamSession:
             words, stats = self._round()
             committed += words
             rounds.append(stats)
-        # No later round will place the last round's held-back words: they stand as heard.
-        committed += self._record(self.agreement.flush(self._held))
+        # No later round will confirm the words the last round left waiting: they stand as heard.
+        committed += self._record(self.agreement.flush(self._waiting))
         return StreamUpdate(tuple(committed), (), tuple(rounds))
 
     # --- what it has said -----------------------------------------------------------------------
@@ -182,8 +190,10 @@ class StreamSession:
         prompt = build_prompt(self._committed, offset, o.prompt_chars)
         result = self.policy.run(self.model, self.buffer.samples, prompt, self._previous)
         words = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.words]
-        committed = self._record(self.agreement.update(words))
-        self._held = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.held]
+        trusted = words if self._finished else self._before_skip(words)
+        committed = self._record(self.agreement.update(trusted))
+        held = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.held]
+        self._waiting = [*words[len(trusted):], *held]
         self._previous = PreviousRound(result, 0.0)
         self._previous_offset = offset
         self._trim(result, offset)
@@ -195,6 +205,23 @@ class StreamSession:
         log.debug("round %d: buffer %.2f-%.2f s, %d committed, tail %r", self.rounds_run, offset,
                   self.buffer.end, len(committed), "".join(w.word for w in self.agreement.complete()))
         return committed, stats
+
+    def _before_skip(self, words: list[TimedWord]) -> list[TimedWord]:
+        """The hypothesis up to where it jumps over speech it did not transcribe.
+
+        Whisper sometimes leaves out a sentence, most often at the start of a trimmed buffer, and
+        DTW then stretches the gap between two words over it. Two such rounds would agree and
+        commit past the sentence, which would be lost; a round a little later usually hears it.
+        """
+        heard_to = max(self.agreement.committed_end, self.buffer.offset)
+        for i, w in enumerate(words):
+            if (w.start - heard_to >= SKIP_GAP_S and self.buffer.end - w.start < SKIP_HOLD_S
+                    and self.buffer.sound_seconds(heard_to, w.start) >= SKIP_SOUND_S):
+                log.debug("round skipped %.1f s of sound before %r at %.2f s: trusted up to there",
+                          w.start - heard_to, w.word, w.start)
+                return words[:i]
+            heard_to = max(heard_to, w.end)
+        return words
 
     def _take(self, limit: int) -> None:
         """Move up to ``limit`` pending samples into the buffer."""
@@ -249,13 +276,18 @@ class StreamSession:
 
     def _stall_trim(self, result: RoundResult, offset: float) -> bool:
         """All heard words are committed: cut after the last one if it ends a sentence and
-        ``stall_trim_s`` of audio follows it, or keep only the last ``stall_trim_s`` when nothing
-        was heard at all."""
+        ``stall_trim_s`` of audio follows it, or, when nothing was heard at all, keep the last
+        ``stall_trim_s`` and whatever follows the first sound before them."""
         stall = self.options.stall_trim_s
         if stall is None:
             return False
         if not result.words:
+            # The round may have missed speech that begins late in the buffer (a long silence
+            # before it makes Whisper call the whole window silent): never cut past a sound.
             cut = self.buffer.end - stall
+            onset = self.buffer.first_sound(offset, cut + ONSET_LEAD_S)
+            if onset is not None:
+                cut = onset - ONSET_LEAD_S
             if cut > offset:
                 self._cut(cut)
             return cut > offset
