@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -33,17 +34,21 @@ def test_wrong_length_dtype_or_rate_is_rejected(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_few_training_steps_lower_the_loss(tiny: Model, jfk_audio: np.ndarray) -> None:
-    from stenoflow.training.hush_train import example_loss, self_distilled_targets
+    from stenoflow.training.hush_data import distilled_example
+    from stenoflow.training.hush_train import example_loss
 
-    examples = self_distilled_targets(tiny, [jfk_audio[: 16000 * 4], jfk_audio[16000 * 4 : 16000 * 9]],
-                                      ["", ""], timestamp_share=0.0, seed=0)
+    examples = [distilled_example(tiny, jfk_audio[: 16000 * 4], "", "", timestamps=False),
+                # cut mid-word, after a prompt, with timestamps: a streaming round's input
+                distilled_example(tiny, jfk_audio[16000 * 4: int(16000 * 8.3)], "", "And so my fellow Americans",
+                                  timestamps=True)]
+    assert examples[1].initial[0] == tiny.tokenizer.sot_prev and examples[1].target[0] >= tiny.tokenizer.timestamp_begin
     rng = np.random.default_rng(0)
     # Start as training does, from faint noise: at exact zeros the log-mel floor passes no gradient.
     hush = torch.nn.Parameter(torch.from_numpy(rng.uniform(-0.01, 0.01, HUSH_SAMPLES).astype(np.float32)))
     opt = torch.optim.Adam([hush], lr=1e-3)
 
     def total() -> torch.Tensor:
-        return sum(example_loss(tiny, hush, ex, 1.0, 0.0, 4.0, rng) for ex in examples)  # type: ignore[return-value]
+        return sum(example_loss(tiny, hush, ex, 1.0, 0.0, 2.0, rng) for ex in examples)  # type: ignore[return-value]
 
     with torch.enable_grad():
         before = float(total().detach())
@@ -71,3 +76,19 @@ def test_shipped_hush_word_ends_jfk(model_name: str, request: pytest.FixtureRequ
     assert "ask not what your country can do for you" in text
     assert "ask what you can do for your country" in text
     assert len(result.tokens) < 40  # it stopped: no runaway
+
+
+@pytest.mark.slow
+def test_bench_hush_compares_every_scheme(tmp_path: Path) -> None:
+    from stenoflow.bench.hush_bench import HushBenchOptions, run_hush_bench
+
+    table = run_hush_bench(HushBenchOptions(models=("tiny.en",), clips=1, threads=2), tmp_path)
+    record = json.loads((tmp_path / "hush.json").read_text())
+    rows = {r["scheme"]: r for r in record["rows"]}
+    assert set(rows) == {"pad 30 s", "no padding", "1 s zeros", "5 s zeros", "1 s noise", "5 s noise", "hush word"}
+    gflops = {k: r["encoder_gflops_per_clip"] for k, r in rows.items()}
+    assert gflops["no padding"] < gflops["hush word"] < gflops["1 s zeros"] < gflops["5 s zeros"] < gflops["pad 30 s"]
+    assert all(len(r["per_clip"]) == 2 for r in rows.values())  # one synthesized clip and jfk.wav
+    assert record["hush_words"]["tiny.en"]["steps"] > 0
+    assert "| tiny.en | pad 30 s |" in table and "+0.00" in table
+    assert (tmp_path / "hush.png").stat().st_size > 0

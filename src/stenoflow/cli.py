@@ -11,6 +11,7 @@ import logging
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -98,27 +99,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     h = sub.add_parser("train-hush", help="train a hush word (0.5 s of audio that replaces 30 s padding)")
     h.add_argument("--model", default="tiny.en")
-    h.add_argument("--steps", type=int, default=1000)
-    h.add_argument("--clips-per-step", type=int, default=3)
-    h.add_argument("--lr", type=float, default=1e-3)
+    h.add_argument("--steps", type=int, default=2000)
+    h.add_argument("--clips-per-step", type=int, default=4)
+    h.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate, decayed along a cosine")
+    h.add_argument("--lr-final", type=float, default=1e-4)
     h.add_argument("--amplitude", type=float, default=0.1, help="bound on |sample|")
-    h.add_argument("--eot-weight", type=float, default=4.0)
-    h.add_argument("--train-clips", type=int, default=150)
-    h.add_argument("--heldout-clips", type=int, default=16)
-    h.add_argument("--eval-every", type=int, default=100)
+    h.add_argument("--eot-weight", type=float, default=2.0, help="weight of the end-of-text target")
+    h.add_argument("--train-clips", type=int, default=300)
+    h.add_argument("--heldout-clips", type=int, default=24)
+    h.add_argument("--cut-share", type=float, default=0.4, help="clips also cut off inside the speech")
+    h.add_argument("--prompt-share", type=float, default=0.4, help="examples decoded after a text prompt")
+    h.add_argument("--eval-every", type=int, default=200)
+    h.add_argument("--seed", type=int, default=0)
     h.add_argument("--threads", type=int, default=None)
     h.add_argument("--run-dir", type=Path, default=None, help="checkpoints (resumable); default .cache/stenoflow/hush-runs/MODEL")
     h.add_argument("--out", type=Path, default=None, help="where to write the hush word (.npz)")
+    h.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     bh = bsub.add_parser("hush", help="input schemes after short speech: padding, zeros, noise, hush word")
     bh.add_argument("--models", default="tiny.en,base")
-    bh.add_argument("--clips", type=int, default=20)
+    bh.add_argument("--clips", type=int, default=40, help="synthesized clips of 2-25 s (plus jfk.wav)")
     bh.add_argument("--threads", type=int, default=2)
     bh.add_argument("--out", type=Path, default=Path("bench-results"))
 
     bs = bsub.add_parser("stream", help="streaming latency and WER: offline vs Whisper-S steps (and peers)")
     bs.add_argument("--models", default="tiny.en,base", help="comma list of model names")
     bs.add_argument("--steps", default="0.5,1,2", help="comma list of steps in seconds")
+    bs.add_argument("--guided-steps", default="0.5,1", help="steps of the variants with +prune or +verify")
     bs.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                     help="comma list of round variants: a policy name with +hush, +prune or +verify")
     bs.add_argument("--no-peers", action="store_true", help="leave out the WhisperLiveKit peers")
@@ -199,6 +206,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         sopts = StreamBenchOptions(
             models=tuple(_list(args.models)), steps=tuple(float(x) for x in _list(args.steps)),
+            guided_steps=tuple(float(x) for x in _list(args.guided_steps)),
             variants=tuple(_list(args.variants)), peers=not args.no_peers, streams=1 if args.quick else args.streams,
             minutes=1.0 if args.quick else args.minutes, chunk_s=args.chunk, threads=args.threads,
             gold_model=args.gold_model, configs=tuple(_list(args.configs)))
@@ -329,18 +337,44 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train_hush(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     from stenoflow.api import load_model
-    from stenoflow.training.hush_data import hush_examples
+    from stenoflow.training.hush_data import HushDataOptions, hush_examples
     from stenoflow.training.hush_train import HushTrainOptions, train_hush
 
     options = HushTrainOptions(steps=args.steps, clips_per_step=args.clips_per_step, lr=args.lr,
-                               amplitude=args.amplitude, eot_weight=args.eot_weight, eval_every=args.eval_every)
+                               lr_final=args.lr_final, amplitude=args.amplitude, eot_weight=args.eot_weight,
+                               eval_every=args.eval_every, seed=args.seed)
+    data = HushDataOptions(train_clips=args.train_clips, heldout_clips=args.heldout_clips, cut_share=args.cut_share,
+                           prompt_share=args.prompt_share, seed=args.seed)
     model = load_model(args.model, threads=args.threads)
-    log.info("building %d training and %d held-out clips with self-distilled targets", args.train_clips,
-             args.heldout_clips)
-    train, heldout = hush_examples(model, args.train_clips, args.heldout_clips, options.timestamp_share)
+    log.info("building %d training and %d held-out clips with self-distilled targets", data.train_clips,
+             data.heldout_clips)
+    train, heldout = hush_examples(model, data)
     run_dir = args.run_dir or Path(".cache/stenoflow/hush-runs") / args.model
-    hush = train_hush(model, train, heldout, options, run_dir)
+    bar = None if args.no_progress else tqdm(total=options.steps, unit="step", file=sys.stderr)
+    shown: dict[str, str] = {}
+
+    def progress(row: dict[str, float]) -> None:
+        if bar is None:
+            return
+        if "wer" in row:
+            shown["held-out WER"] = f"{100 * row['wer']:.1f}%"
+            shown["runaways"] = f"{100 * row['runaways']:.0f}%"
+        else:
+            shown["loss"] = f"{row['loss']:.3f}"
+            bar.update(int(row["step"]) - bar.n)
+        bar.set_postfix(shown, refresh=False)
+
+    try:
+        with logging_redirect_tqdm():
+            hush = train_hush(model, train, heldout, options, run_dir, progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    hush = replace(hush, record={**hush.record, "data": asdict(data)})
     out = args.out or run_dir / "hush.npz"
     hush.save(out)
     (out.with_suffix(".json")).write_text(json.dumps(hush.record, indent=1))

@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class StreamBenchOptions:
     models: tuple[str, ...] = ("tiny.en", "base")
-    steps: tuple[float, ...] = (0.5, 1.0, 2.0)
+    steps: tuple[float, ...] = (0.5, 1.0, 2.0)  # steps of the unguided variants
+    guided_steps: tuple[float, ...] = (0.5, 1.0)  # steps of the variants the previous round guides
     variants: tuple[str, ...] = DEFAULT_VARIANTS  # see stenoflow.streaming.variants
     peers: bool = True  # WhisperLiveKit's LocalAgreement and SimulStreaming in the same run
     streams: int = 3
@@ -81,7 +82,7 @@ def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[Ben
             if variant.hush and models.get(name).hush is None:
                 log.warning("%s has no hush word: %s is left out", name, variant.name)
                 continue
-            for step in options.steps:
+            for step in options.guided_steps if variant.guide else options.steps:
                 stream_options = StreamOptions(step=step, policy=variant.policy, beam_size=options.beam_size,
                                                hush=variant.hush, guide=variant.guide)
                 configs.append(BenchConfig(
@@ -172,13 +173,15 @@ def summarize(config: BenchConfig, runs: Sequence[tuple[Clip, StreamRun]], gold:
 
 
 ROUND_KEYS = ("encoder_ms", "decoder_ms", "alignment_ms", "round_ms", "forward_passes", "beam_width_avg",
-              "fallbacks")
+              "fallbacks", "other_ms", "reduced_beam_share")
 
 
 def round_means(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
     """Per-round means of the timing and decoding figures (NaN where a session reports none),
     and the share of rounds whose beam was reduced below the full width (the paper's Table 4)."""
     out = {}
+    rounds = [{**r, "other_ms": r["round_ms"] - r["encoder_ms"] - r["decoder_ms"] - r["alignment_ms"]}
+              if {"round_ms", "encoder_ms", "decoder_ms", "alignment_ms"} <= r.keys() else r for r in rounds]
     for key in ROUND_KEYS:
         values = [r[key] for r in rounds if key in r]
         out[key] = float(np.mean(values)) if values else float("nan")
@@ -189,8 +192,8 @@ def round_means(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
 
 def format_table(rows: Sequence[dict[str, object]]) -> str:
     head = ["configuration", "WER %", "latency mean s", "median s", "p90 s", "RTF", "enc GFLOPs / audio s",
-            "rounds", "words timed", "enc ms/round", "dec ms/round", "align ms/round", "dec passes/round",
-            "avg beam", "reduced-beam rounds %"]
+            "rounds", "words timed", "enc ms/round", "dec ms/round", "align ms/round", "other ms/round",
+            "dec passes/round", "avg beam", "reduced-beam steps %", "reduced-beam rounds %"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lat = r["latency"]
@@ -202,11 +205,16 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
         pr = r.get("per_round", {})
         assert isinstance(pr, dict)
         cells += [_fmt(pr.get("encoder_ms"), "{:.0f}"), _fmt(pr.get("decoder_ms"), "{:.0f}"),
-                  _fmt(pr.get("alignment_ms"), "{:.0f}"), _fmt(pr.get("forward_passes"), "{:.1f}"),
-                  _fmt(pr.get("beam_width_avg"), "{:.2f}"),
-                  _fmt(None if pr.get("reduced_beam_rounds") is None else 100 * pr["reduced_beam_rounds"], "{:.0f}")]
+                  _fmt(pr.get("alignment_ms"), "{:.0f}"), _fmt(pr.get("other_ms"), "{:.0f}"),
+                  _fmt(pr.get("forward_passes"), "{:.1f}"),
+                  _fmt(pr.get("beam_width_avg"), "{:.2f}"), _percent(pr.get("reduced_beam_share")),
+                  _percent(pr.get("reduced_beam_rounds"))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _percent(value: object) -> str:
+    return _fmt(None if value is None else 100 * float(value), "{:.0f}")  # type: ignore[arg-type]
 
 
 def _fmt(value: object, spec: str) -> str:
@@ -226,6 +234,7 @@ def _markdown(table: str, record: dict[str, object]) -> str:
         "# Streaming benchmark\n\n"
         f"Machine: {machine.get('cpu')}, {machine.get('cores')} cores; versions {machine.get('versions')}.\n\n"
         f"Streams: {streams_line}.\n"
+        f"Options: {json.dumps(record['options'])}.\n"
         "Latency = emitted_at - gold word end over recognised reference words; RTF = compute / audio; "
         "realtime rows use the compute-aware simulated clock.\n\n"
         f"{table}\n\n![latency vs WER](stream.png)\n"

@@ -1,27 +1,85 @@
-"""Training and held-out data for the hush word, synthesized from the training text pool.
+"""Training and held-out examples for the hush word, synthesized from the training text pool.
 
 The text comes from the "train" pool, which shares no sentence with the evaluation sets, and
 the held-out clips use voices the training clips do not, so held-out figures say how the hush
 word carries to an unseen speaker.
+
+Training examples look like what the hush word will follow: whole utterances of 1-25 s (files,
+voice commands) and, as in streaming rounds, speech cut off at any point (mid-word too) and
+decoded with the previous text as a prompt, with or without timestamps. Every target is the
+model's own greedy transcript of the same input padded to 30 s (self-distillation).
 """
 
 from __future__ import annotations
 
-from stenoflow.api import Model
-from stenoflow.bench.datasets import short_clips
-from stenoflow.training.hush_train import Example, self_distilled_targets
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+import numpy as np
+
+from stenoflow.api import Model
+from stenoflow.audio.io import N_SAMPLES
+from stenoflow.bench.datasets import short_clips
+from stenoflow.decoding.options import DecodingOptions
+from stenoflow.decoding.task import DecodingTask
+from stenoflow.training.hush_train import Example
+
+SR = 16000
 TRAIN_VOICES = ("flite:slt", "flite:rms", "flite:awb", "espeak:en-us", "espeak:en-gb", "espeak:en-us+m3",
                 "espeak:en+f2", "espeak:en-gb-x-rp")
 HELDOUT_VOICES = ("flite:kal16", "espeak:en-gb-scotland", "espeak:en-029")
+PROMPT_CHARS = 200  # as a streaming round's prompt
 
 
-def hush_examples(model: Model, n_train: int, n_heldout: int, timestamp_share: float, seed: int = 0
-                  ) -> tuple[list[Example], list[Example]]:
-    train_clips = short_clips(n_train, pool="train", min_s=1.0, max_s=25.0, seed=seed + 100, voices=TRAIN_VOICES)
-    held_clips = short_clips(n_heldout, pool="train", min_s=2.0, max_s=25.0, seed=seed + 200, voices=HELDOUT_VOICES)
-    train = self_distilled_targets(model, [c.load_audio() for c in train_clips], [c.text for c in train_clips],
-                                   timestamp_share, seed)
-    held = self_distilled_targets(model, [c.load_audio() for c in held_clips], [c.text for c in held_clips],
-                                  0.0, seed + 1)
+@dataclass(frozen=True)
+class HushDataOptions:
+    train_clips: int = 300
+    heldout_clips: int = 24
+    timestamp_share: float = 0.5  # targets decoded with timestamps (streaming rounds use them)
+    cut_share: float = 0.4  # clips that also give an example cut off inside the speech
+    prompt_share: float = 0.4  # examples decoded after a prompt of preceding text
+    seed: int = 0
+
+
+def distilled_example(model: Model, audio: np.ndarray, reference: str, prompt: str, timestamps: bool) -> Example:
+    """The model's greedy transcript of ``audio`` padded to 30 s, as a teacher-forcing target."""
+    options = DecodingOptions(language="en", without_timestamps=not timestamps, prompt=prompt or None)
+    mel = model.features(audio, padding=max(0, N_SAMPLES - len(audio)))[:, : N_SAMPLES // 160]
+    result = model.decode(mel, options)
+    initial = DecodingTask(model.context, options).initial_tokens(model.tokenizer.with_options("en", "transcribe"))
+    return Example(audio, tuple(initial), tuple(result.tokens), reference)
+
+
+def last_chars(text: str, limit: int) -> str:
+    """The end of ``text``, at most ``limit`` characters, starting at a word."""
+    words = text.split()
+    out: list[str] = []
+    while words and len(" ".join([words[-1], *out])) <= limit:
+        out.insert(0, words.pop())
+    return " ".join(out)
+
+
+def training_examples(model: Model, audios: Sequence[np.ndarray], texts: Sequence[str],
+                      options: HushDataOptions) -> list[Example]:
+    rng = np.random.default_rng([options.seed, 11])
+    examples = []
+    for i, (audio, text) in enumerate(zip(audios, texts)):
+        variants = [audio]
+        if rng.random() < options.cut_share and len(audio) > 2 * SR:
+            variants.append(audio[: int(rng.integers(SR, len(audio)))])
+        for piece in variants:
+            prompt = last_chars(texts[i - 1], PROMPT_CHARS) if i and rng.random() < options.prompt_share else ""
+            timestamps = bool(rng.random() < options.timestamp_share)
+            examples.append(distilled_example(model, piece, text if piece is audio else "", prompt, timestamps))
+    return examples
+
+
+def hush_examples(model: Model, options: HushDataOptions) -> tuple[list[Example], list[Example]]:
+    """(training examples, held-out examples); held-out ones are whole clips without a prompt."""
+    train_clips = short_clips(options.train_clips, pool="train", min_s=1.0, max_s=25.0, seed=options.seed + 100,
+                              voices=TRAIN_VOICES)
+    held_clips = short_clips(options.heldout_clips, pool="train", min_s=2.0, max_s=25.0, seed=options.seed + 200,
+                             voices=HELDOUT_VOICES)
+    train = training_examples(model, [c.load_audio() for c in train_clips], [c.text for c in train_clips], options)
+    held = [distilled_example(model, c.load_audio(), c.text, "", False) for c in held_clips]
     return train, held

@@ -1,17 +1,22 @@
 """Training a hush word: 8,000 audio samples optimised through the frozen model.
 
 The only trainable parameters are the raw samples of the hush word. Each step appends them to
-a speech clip, computes the log-mel (differentiable), runs the frozen encoder and decoder with
+speech clips, computes the log-mel (differentiable), runs the frozen encoder and decoder with
 teacher forcing, and takes the cross-entropy of the target transcript ending in end-of-text.
 Targets are the model's own transcript of the clip with standard 30 s padding
-(self-distillation), so any speech serves. The end-of-text token is weighted up: stopping at
-the hush word is the behaviour being taught.
+(self-distillation, see :mod:`stenoflow.training.hush_data`), so any speech serves and the
+hush word learns to make the short input behave like the padded one.
+
+Checkpoints are scored on held-out clips (voices the training never hears) by greedy WER
+against the reference text and by runaways, next to the same clips' WER with 30 s padding; the
+best few are averaged at the end, as the paper does.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -24,37 +29,44 @@ import torch.nn.functional as F
 from stenoflow.api import Model
 from stenoflow.audio.features import log_mel_spectrogram
 from stenoflow.audio.hush import HUSH_SAMPLES, HushWord
+from stenoflow.audio.io import N_SAMPLES
 from stenoflow.decoding.options import DecodingOptions
 
 log = logging.getLogger(__name__)
 
-N_SAMPLES = 480000
-
 
 @dataclass(frozen=True)
 class HushTrainOptions:
-    steps: int = 1500
+    steps: int = 2000
     clips_per_step: int = 4  # gradient accumulation over clips of different lengths
-    lr: float = 1e-3
-    # Bound on |sample|. Our speech is levelled to peaks near 0.3-0.9; a hush word well below
-    # that cannot set the log-mel's global maximum, so the speech features stay what the
-    # model expects, and it stays quiet to a listener.
+    lr: float = 1e-3  # Adam, decayed along a cosine to lr_final
+    lr_final: float = 1e-4
+    # Bound on |sample|: at most -20 dBFS peak, at or under the level of normally recorded speech
+    # (ours is levelled to -20 dBFS RMS, peaks near 0.3-0.9). The hush word then cannot set the
+    # log-mel's global maximum, which would shift the floor every speech frame is clamped to.
     amplitude: float = 0.1
-    eot_weight: float = 4.0  # weight of the end-of-text target in the loss
-    timestamp_share: float = 0.5  # share of targets decoded with timestamps
-    gain_range: tuple[float, float] = (0.5, 1.5)  # random loudness of the speech per step
-    noise_prob: float = 0.3  # chance of extra white noise under the speech per step
-    eval_every: int = 100
+    eot_weight: float = 2.0  # weight of the end-of-text target: stopping is what is taught
+    gain_db: tuple[float, float] = (-20.0, 6.0)  # random loudness of the speech per example
+    noise_prob: float = 0.3  # chance of white noise under the speech (30-50 dB below it)
+    eval_every: int = 200
     keep_best: int = 3  # checkpoints averaged at the end
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.clips_per_step < 1 or self.eval_every < 1 or self.keep_best < 1:
+            raise ValueError("steps, clips_per_step, eval_every and keep_best must be >= 1")
+        if not 0 < self.amplitude <= 1:
+            raise ValueError(f"amplitude must be in (0, 1], got {self.amplitude}")
+        if not 0 < self.lr_final <= self.lr:
+            raise ValueError(f"need 0 < lr_final <= lr, got {self.lr_final} and {self.lr}")
 
-@dataclass
+
+@dataclass(frozen=True)
 class Example:
-    audio: np.ndarray
-    target: list[int]  # text (and timestamp) tokens, without the prompt and end-of-text
-    timestamps: bool
-    reference: str
+    audio: np.ndarray  # float32 16 kHz speech (maybe cut mid-word, as a streaming buffer is)
+    initial: tuple[int, ...]  # decoder prompt: [<|startofprev|> text] <|sot|> ... as decoding builds it
+    target: tuple[int, ...]  # text (and timestamp) tokens after it, without end-of-text
+    reference: str  # what was said (held-out WER); "" where unknown
 
 
 @dataclass
@@ -63,90 +75,105 @@ class TrainState:
     hush: list[float] = field(default_factory=list)
     history: list[dict[str, float]] = field(default_factory=list)
     best: list[dict[str, object]] = field(default_factory=list)  # {"score", "step", "hush"}
-
-
-def self_distilled_targets(model: Model, audios: Sequence[np.ndarray], references: Sequence[str],
-                           timestamp_share: float, seed: int) -> list[Example]:
-    """The model's own greedy transcripts with standard 30 s padding: the behaviour to keep."""
-    rng = np.random.default_rng(seed)
-    examples = []
-    for audio, ref in zip(audios, references):
-        timestamps = bool(rng.random() < timestamp_share)
-        mel = model.features(audio, padding=N_SAMPLES)[:, :3000]
-        result = model.decode(mel, DecodingOptions(language="en", without_timestamps=not timestamps))
-        examples.append(Example(audio, result.tokens, timestamps, ref))
-    return examples
-
-
-def prompt_tokens(model: Model, timestamps: bool) -> list[int]:
-    tok = model.tokenizer.with_options("en" if model.is_multilingual else None, "transcribe")
-    return list(tok.sot_sequence) if timestamps else list(tok.sot_sequence_including_notimestamps)
+    padded: dict[str, float] = field(default_factory=dict)  # held-out figures with 30 s padding
 
 
 def example_loss(model: Model, hush: torch.Tensor, ex: Example, gain: float, noise: float,
                  eot_weight: float, rng: np.random.Generator) -> torch.Tensor:
+    """Weighted cross-entropy of ``ex.target`` + end-of-text given (gain x speech + noise) ⊕ hush."""
     speech = torch.from_numpy(ex.audio) * gain
     if noise > 0:
         speech = speech + noise * torch.from_numpy(rng.standard_normal(len(ex.audio)).astype(np.float32))
     mel = log_mel_spectrogram(torch.cat([speech, hush]), n_mels=model.dims.n_mels)
     features = model.whisper.encoder(mel[None])
-    prompt = prompt_tokens(model, ex.timestamps)
-    eot = model.tokenizer.eot
-    seq = prompt + ex.target + [eot]
-    tokens = torch.tensor([seq[:-1]])
+    seq = [*ex.initial, *ex.target, model.tokenizer.eot]
     cross = model.whisper.decoder.cross_kv(features)
-    logits, _ = model.whisper.decoder(tokens, cross, None)
-    targets = torch.tensor(seq[len(prompt):])
-    logits = logits[0, len(prompt) - 1 :]
+    logits, _ = model.whisper.decoder(torch.tensor([seq[:-1]]), cross, None)
+    first = len(ex.initial)
+    targets = torch.tensor(seq[first:])
     weights = torch.ones(len(targets))
     weights[-1] = eot_weight
-    return (F.cross_entropy(logits, targets, reduction="none") * weights).sum() / weights.sum()
+    ce = F.cross_entropy(logits[0, first - 1:], targets, reduction="none")
+    return (ce * weights).sum() / weights.sum()
 
 
-def evaluate(model: Model, hush: np.ndarray, examples: Sequence[Example]) -> dict[str, float]:
-    """Greedy decoding of speech ⊕ hush without timestamps: WER and runaway share."""
+def decode_greedy(model: Model, samples: np.ndarray, limit: int) -> tuple[str, int]:
+    """Greedy text of ``samples`` (at most 30 s) without timestamps, and its token count."""
+    mel = model.features(samples)[:, : N_SAMPLES // 160]
+    result = model.decode(mel, DecodingOptions(language="en", without_timestamps=True, sample_len=limit))
+    return result.text, len(result.tokens)
+
+
+def evaluate(model: Model, hush: np.ndarray | None, examples: Sequence[Example]) -> dict[str, float]:
+    """Greedy WER against the references and the share of runaways, with speech ⊕ ``hush``
+    (or speech padded to 30 s when ``hush`` is None).
+
+    A runaway (no end-of-text before twice the padded transcript's length, plus some) is counted
+    on tokens: the English normaliser deletes symbol runs such as ``// //``, hiding them from WER.
+    """
     from stenoflow.bench.metrics import wer
 
     hyps, refs, runaways = [], [], 0
     for ex in examples:
-        mel = model.features(np.concatenate([ex.audio, hush]))
-        limit = 2 * len(ex.target) + 10
-        result = model.decode(mel, DecodingOptions(language="en", without_timestamps=True, sample_len=limit))
-        text_tokens = [t for t in ex.target if t < model.tokenizer.eot]
-        if len(result.tokens) >= limit or len(result.tokens) > 2 * len(text_tokens) + 4:
-            runaways += 1
-        hyps.append(result.text)
+        limit = 2 * sum(1 for t in ex.target if t < model.tokenizer.eot) + 10
+        if hush is None:
+            samples = np.concatenate([ex.audio, np.zeros(max(0, N_SAMPLES - len(ex.audio)), np.float32)])
+        else:
+            samples = np.concatenate([ex.audio, hush])
+        text, n = decode_greedy(model, samples, limit)
+        runaways += int(n >= limit)
+        hyps.append(text)
         refs.append(ex.reference)
-    w = wer(refs, hyps).wer
-    return {"wer": w, "runaways": runaways / max(1, len(examples))}
+    return {"wer": wer(refs, hyps).wer, "runaways": runaways / max(1, len(examples))}
+
+
+def cosine_lr(options: HushTrainOptions, step: int) -> float:
+    progress = min(1.0, step / options.steps)
+    return options.lr_final + 0.5 * (options.lr - options.lr_final) * (1 + math.cos(math.pi * progress))
+
+
+ProgressFn = Callable[[dict[str, float]], None]
 
 
 def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example], options: HushTrainOptions,
-               run_dir: Path, progress: Callable[[dict[str, float]], None] | None = None) -> HushWord:
-    """Train (or resume, from ``run_dir/state.json``) and return the averaged best hush word."""
+               run_dir: Path, progress: ProgressFn | None = None) -> HushWord:
+    """Train (or resume, from ``run_dir/state.json``) and return the averaged best hush word.
+
+    ``progress`` gets ``{"step", "loss"}`` after every step and the held-out figures after
+    every evaluation.
+    """
+    if not train or not heldout:
+        raise ValueError("hush training needs training and held-out examples")
     run_dir.mkdir(parents=True, exist_ok=True)
     state_path = run_dir / "state.json"
-    rng = np.random.default_rng(options.seed)
+    opt_path = run_dir / "optimizer.pt"
     state = TrainState()
     if state_path.is_file():
         state = TrainState(**json.loads(state_path.read_text()))
         log.info("resuming hush training at step %d", state.step)
+    rng = np.random.default_rng([options.seed, state.step])
     init = np.asarray(state.hush, np.float32) if state.hush else (
         rng.uniform(-1, 1, HUSH_SAMPLES).astype(np.float32) * options.amplitude * 0.1)
     hush = torch.nn.Parameter(torch.from_numpy(init.copy()))
-    opt = torch.optim.Adam([hush], lr=options.lr)
-    opt_path = run_dir / "optimizer.pt"
+    opt = torch.optim.Adam([hush], lr=cosine_lr(options, state.step))
     if state.step and opt_path.is_file():
         opt.load_state_dict(torch.load(opt_path, weights_only=True))
     model.whisper.requires_grad_(False)
+    if not state.padded:
+        state.padded = evaluate(model, None, heldout)
+        log.info("held-out with 30 s padding: WER %.3f, runaways %.2f", state.padded["wer"], state.padded["runaways"])
     t0 = time.monotonic()
     while state.step < options.steps:
+        for group in opt.param_groups:
+            group["lr"] = cosine_lr(options, state.step)
         opt.zero_grad()
         total = 0.0
         for _ in range(options.clips_per_step):
             ex = train[int(rng.integers(len(train)))]
-            gain = float(rng.uniform(*options.gain_range))
-            noise = float(10 ** rng.uniform(-3.5, -2.0)) if rng.random() < options.noise_prob else 0.0
+            gain = float(10 ** (rng.uniform(*options.gain_db) / 20))
+            noise = 0.0
+            if rng.random() < options.noise_prob:
+                noise = gain * float(np.sqrt(np.mean(ex.audio ** 2))) * float(10 ** (-rng.uniform(30, 50) / 20))
             with torch.enable_grad():
                 loss = example_loss(model, hush, ex, gain, noise, options.eot_weight, rng) / options.clips_per_step
                 loss.backward()
@@ -155,26 +182,34 @@ def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example
         with torch.no_grad():
             hush.clamp_(-options.amplitude, options.amplitude)
         state.step += 1
+        if progress:
+            progress({"step": state.step, "loss": total})
         if state.step % options.eval_every == 0 or state.step == options.steps:
-            samples = hush.detach().numpy().copy()
-            metrics = evaluate(model, samples, heldout)
-            row = {"step": state.step, "loss": total, **metrics, "elapsed_s": time.monotonic() - t0}
-            state.history.append(row)
-            score = metrics["runaways"] * 10 + metrics["wer"]
-            state.best.append({"score": score, "step": state.step, "hush": samples.tolist()})
-            state.best = sorted(state.best, key=lambda b: float(b["score"]))[: options.keep_best]  # type: ignore[arg-type]
-            state.hush = samples.tolist()
+            _checkpoint(model, hush.detach().numpy().copy(), heldout, options, state, total, time.monotonic() - t0,
+                        progress)
             state_path.write_text(json.dumps(asdict(state)))
             torch.save(opt.state_dict(), opt_path)
-            log.info("step %d loss %.3f held-out WER %.3f runaways %.2f", state.step, total,
-                     metrics["wer"], metrics["runaways"])
-            if progress:
-                progress(row)
     averaged = np.mean([np.asarray(b["hush"], np.float32) for b in state.best], axis=0).astype(np.float32)
     final = evaluate(model, averaged, heldout)
     record = {"options": asdict(options), "steps": state.step, "history": state.history,
               "best_steps": [b["step"] for b in state.best], "averaged_heldout": final,
-              "train_clips": len(train), "heldout_clips": len(heldout)}
-    log.info("averaged hush word: held-out WER %.3f, runaways %.2f", final["wer"], final["runaways"])
+              "padded_heldout": state.padded, "train_examples": len(train), "heldout_examples": len(heldout)}
+    log.info("averaged hush word: held-out WER %.3f (padded %.3f), runaways %.2f", final["wer"],
+             state.padded["wer"], final["runaways"])
     return HushWord(averaged, model.name, record)
 
+
+def _checkpoint(model: Model, samples: np.ndarray, heldout: Sequence[Example], options: HushTrainOptions,
+                state: TrainState, loss: float, elapsed: float, progress: ProgressFn | None) -> None:
+    """Score the current hush word on the held-out clips and keep it if it is among the best."""
+    metrics = evaluate(model, samples, heldout)
+    row = {"step": state.step, "loss": loss, **metrics, "elapsed_s": elapsed}
+    state.history.append(row)
+    state.best.append({"score": metrics["runaways"] * 10 + metrics["wer"], "step": state.step,
+                       "hush": samples.tolist()})
+    state.best = sorted(state.best, key=lambda b: float(b["score"]))[: options.keep_best]  # type: ignore[arg-type]
+    state.hush = samples.tolist()
+    log.info("step %d loss %.3f held-out WER %.3f (padded %.3f) runaways %.2f", state.step, loss,
+             metrics["wer"], state.padded["wer"], metrics["runaways"])
+    if progress:
+        progress(row)
