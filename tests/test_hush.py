@@ -48,7 +48,7 @@ def test_a_few_training_steps_lower_the_loss(tiny: Model, jfk_audio: np.ndarray)
     opt = torch.optim.Adam([hush], lr=1e-3)
 
     def total() -> torch.Tensor:
-        return sum(example_loss(tiny, hush, ex, 1.0, 0.0, 2.0, rng) for ex in examples)  # type: ignore[return-value]
+        return sum(example_loss(tiny, hush, ex, 1.0, 0.0, 2.0, rng, 1.0) for ex in examples)  # type: ignore[return-value]
 
     with torch.enable_grad():
         before = float(total().detach())

@@ -105,8 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--lr-final", type=float, default=1e-4)
     h.add_argument("--amplitude", type=float, default=0.1, help="bound on |sample|")
     h.add_argument("--eot-weight", type=float, default=2.0, help="weight of the end-of-text target")
+    h.add_argument("--early-eot-weight", type=float, default=1.0,
+                   help="weight of the penalty on end-of-text before the end of the transcript")
     h.add_argument("--train-clips", type=int, default=300)
-    h.add_argument("--heldout-clips", type=int, default=24)
+    h.add_argument("--heldout-clips", type=int, default=40)
     h.add_argument("--cut-share", type=float, default=0.4, help="clips also cut off inside the speech")
     h.add_argument("--prompt-share", type=float, default=0.4, help="examples decoded after a text prompt")
     h.add_argument("--eval-every", type=int, default=200)
@@ -346,6 +348,7 @@ def cmd_train_hush(args: argparse.Namespace) -> int:
 
     options = HushTrainOptions(steps=args.steps, clips_per_step=args.clips_per_step, lr=args.lr,
                                lr_final=args.lr_final, amplitude=args.amplitude, eot_weight=args.eot_weight,
+                               early_eot_weight=args.early_eot_weight,
                                eval_every=args.eval_every, seed=args.seed)
     data = HushDataOptions(train_clips=args.train_clips, heldout_clips=args.heldout_clips, cut_share=args.cut_share,
                            prompt_share=args.prompt_share, seed=args.seed)

@@ -27,14 +27,14 @@ from stenoflow.training.hush_train import Example
 SR = 16000
 TRAIN_VOICES = ("flite:slt", "flite:rms", "flite:awb", "espeak:en-us", "espeak:en-gb", "espeak:en-us+m3",
                 "espeak:en+f2", "espeak:en-gb-x-rp")
-HELDOUT_VOICES = ("flite:kal16", "espeak:en-gb-scotland", "espeak:en-029")
+HELDOUT_VOICES = ("flite:kal16", "espeak:en-gb-scotland", "espeak:en-us+m1", "espeak:en-us+f3")
 PROMPT_CHARS = 200  # as a streaming round's prompt
 
 
 @dataclass(frozen=True)
 class HushDataOptions:
     train_clips: int = 300
-    heldout_clips: int = 24
+    heldout_clips: int = 40
     timestamp_share: float = 0.5  # targets decoded with timestamps (streaming rounds use them)
     cut_share: float = 0.4  # clips that also give an example cut off inside the speech
     prompt_share: float = 0.4  # examples decoded after a prompt of preceding text

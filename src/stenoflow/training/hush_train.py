@@ -46,6 +46,9 @@ class HushTrainOptions:
     # log-mel's global maximum, which would shift the floor every speech frame is clamped to.
     amplitude: float = 0.1
     eot_weight: float = 2.0  # weight of the end-of-text target: stopping is what is taught
+    # Weight of -log(1 - p(end-of-text)) at every earlier position: the hush word must make the
+    # model stop at the end of the speech, not at the first sentence end before it.
+    early_eot_weight: float = 1.0
     gain_db: tuple[float, float] = (-20.0, 6.0)  # random loudness of the speech per example
     noise_prob: float = 0.3  # chance of white noise under the speech (30-50 dB below it)
     eval_every: int = 200
@@ -79,8 +82,9 @@ class TrainState:
 
 
 def example_loss(model: Model, hush: torch.Tensor, ex: Example, gain: float, noise: float,
-                 eot_weight: float, rng: np.random.Generator) -> torch.Tensor:
-    """Weighted cross-entropy of ``ex.target`` + end-of-text given (gain x speech + noise) ⊕ hush."""
+                 eot_weight: float, rng: np.random.Generator, early_eot_weight: float = 0.0) -> torch.Tensor:
+    """Weighted cross-entropy of ``ex.target`` + end-of-text given (gain x speech + noise) ⊕ hush,
+    plus ``early_eot_weight`` times the mean of -log(1 - p(end-of-text)) before the end."""
     speech = torch.from_numpy(ex.audio) * gain
     if noise > 0:
         speech = speech + noise * torch.from_numpy(rng.standard_normal(len(ex.audio)).astype(np.float32))
@@ -93,8 +97,13 @@ def example_loss(model: Model, hush: torch.Tensor, ex: Example, gain: float, noi
     targets = torch.tensor(seq[first:])
     weights = torch.ones(len(targets))
     weights[-1] = eot_weight
-    ce = F.cross_entropy(logits[0, first - 1:], targets, reduction="none")
-    return (ce * weights).sum() / weights.sum()
+    logprobs = F.log_softmax(logits[0, first - 1:].float(), dim=-1)
+    ce = -logprobs.gather(1, targets[:, None])[:, 0]
+    loss = (ce * weights).sum() / weights.sum()
+    if early_eot_weight > 0 and len(targets) > 1:
+        early = logprobs[:-1, model.tokenizer.eot].exp().clamp(max=1 - 1e-6)
+        loss = loss + early_eot_weight * -torch.log1p(-early).mean()
+    return loss
 
 
 def decode_greedy(model: Model, samples: np.ndarray, limit: int) -> tuple[str, int]:
@@ -175,7 +184,8 @@ def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example
             if rng.random() < options.noise_prob:
                 noise = gain * float(np.sqrt(np.mean(ex.audio ** 2))) * float(10 ** (-rng.uniform(30, 50) / 20))
             with torch.enable_grad():
-                loss = example_loss(model, hush, ex, gain, noise, options.eot_weight, rng) / options.clips_per_step
+                loss = example_loss(model, hush, ex, gain, noise, options.eot_weight, rng,
+                                    options.early_eot_weight) / options.clips_per_step
                 loss.backward()
             total += float(loss.detach())
         opt.step()
