@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -14,14 +13,14 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="session")
-def tiny() -> "Model":
+def tiny() -> Model:
     from stenoflow.api import load_model
 
     return load_model("tiny.en")
 
 
 @pytest.fixture(scope="session")
-def base() -> "Model":
+def base() -> Model:
     from stenoflow.api import load_model
 
     return load_model("base")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from stenoflow.decoding.logit_filters import ApplyTimestampRules, SuppressBlank, SuppressTokens
 from stenoflow.decoding.options import DecodingOptions, verify_options
 from stenoflow.decoding.strategies import GreedyDecoder, MaximumLikelihoodRanker
 from stenoflow.decoding.transcribe import split_segments
-
-import pytest
 
 EOT, NO_TS, TB, V = 10, 11, 12, 40  # a toy vocabulary: text 0..9, eot, <|notimestamps|>, timestamps 12..39
 

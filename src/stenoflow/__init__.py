@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["load_model", "__version__"]
+__all__ = ["__version__", "load_model"]
 
 if TYPE_CHECKING:
     from stenoflow.api import load_model

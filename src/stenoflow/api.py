@@ -11,8 +11,8 @@ import logging
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,7 +27,11 @@ from stenoflow.decoding.transcribe import Segment, TranscribeOptions, Transcript
 from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import Tokenizer
 from stenoflow.weights.loaded import LoadedWeights
-from stenoflow.weights.registry import bundled_tokenizer_file, default_alignment_heads, resolve_model
+from stenoflow.weights.registry import (
+    bundled_tokenizer_file,
+    default_alignment_heads,
+    resolve_model,
+)
 
 if TYPE_CHECKING:
     from stenoflow.streaming.session import StreamOptions, StreamSession
@@ -118,7 +122,7 @@ class Model:
         opts = TranscribeOptions(**options)  # type: ignore[arg-type]
         return transcribe(self, _samples(audio), opts, progress)
 
-    def stream(self, options: "StreamOptions | None" = None, **overrides: object) -> "StreamSession":
+    def stream(self, options: StreamOptions | None = None, **overrides: object) -> StreamSession:
         """A new streaming session on this model: ``push(samples)`` as audio arrives, then ``finish()``.
 
         ``overrides`` replace fields of ``options`` (step, policy, beam_size, ...). Sessions share

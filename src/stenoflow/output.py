@@ -24,8 +24,7 @@ def format_timestamp(seconds: float, decimal: str = ".", always_hours: bool = Fa
 
 
 def write_txt(segments: Sequence[Segment], info: TranscriptionInfo, out: TextIO) -> None:
-    for s in segments:
-        out.write(s.text.strip() + "\n")
+    out.writelines(s.text.strip() + "\n" for s in segments)
 
 
 def write_srt(segments: Sequence[Segment], info: TranscriptionInfo, out: TextIO) -> None:
@@ -37,8 +36,7 @@ def write_srt(segments: Sequence[Segment], info: TranscriptionInfo, out: TextIO)
 
 def write_vtt(segments: Sequence[Segment], info: TranscriptionInfo, out: TextIO) -> None:
     out.write("WEBVTT\n\n")
-    for s in segments:
-        out.write(f"{format_timestamp(s.start)} --> {format_timestamp(s.end)}\n{s.text.strip()}\n\n")
+    out.writelines(f"{format_timestamp(s.start)} --> {format_timestamp(s.end)}\n{s.text.strip()}\n\n" for s in segments)
 
 
 def write_json(segments: Sequence[Segment], info: TranscriptionInfo, out: TextIO) -> None:

@@ -54,14 +54,14 @@ class Tokenizer:
 
     @classmethod
     def from_file(cls, tokenizer_file: Path | str, *, multilingual: bool, language: str | None = None,
-                  task: str = "transcribe") -> "Tokenizer":
+                  task: str = "transcribe") -> Tokenizer:
         path = Path(tokenizer_file)
         if not path.is_file():
             raise FileNotFoundError(f"tokenizer file not found: {path} (expected a tokenizer.json)")
         return cls(HFTokenizer.from_file(str(path)), multilingual=multilingual, language=language,
                    task=task, path=path)
 
-    def with_options(self, language: str | None, task: str) -> "Tokenizer":
+    def with_options(self, language: str | None, task: str) -> Tokenizer:
         """A tokenizer for another language/task sharing the same vocabulary."""
         return Tokenizer(self.hf, multilingual=self.multilingual, language=language, task=task, path=self.path)
 
@@ -119,7 +119,7 @@ class Tokenizer:
         leading space is part of it, since " -" and " '" occur in ordinary text.
         """
         symbols = list('"#()*+/:;<=>@[\\]^_`{|}~「」『』')
-        symbols += "<< >> <<< >>> -- --- -( -[ (' (\" (( )) ((( ))) [[ ]] {{ }} ♪♪ ♪♪♪".split()
+        symbols += ["<<", ">>", "<<<", ">>>", "--", "---", "-(", "-[", "('", '("', "((", "))", "(((", ")))", "[[", "]]", "{{", "}}", "♪♪", "♪♪♪"]
         miscellaneous = set("♩♪♫♬♭♮♯")
         result = {self.encode(" -")[0], self.encode(" '")[0]}
         for symbol in symbols + sorted(miscellaneous):

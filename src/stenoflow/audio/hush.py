@@ -38,7 +38,7 @@ class HushWord:
             raise ValueError("hush word samples must be finite")
 
     @classmethod
-    def load(cls, path: Path | str) -> "HushWord":
+    def load(cls, path: Path | str) -> HushWord:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"hush word file not found: {path}")

@@ -18,10 +18,25 @@ from torch import Tensor
 
 from stenoflow.decoding.guided import DraftVerifier, ReferenceGuidedDecoder
 from stenoflow.decoding.inference import Inference
-from stenoflow.decoding.logit_filters import ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens
-from stenoflow.decoding.options import SUPPRESS_NON_SPEECH, DecodingOptions, DecodingResult, verify_options
+from stenoflow.decoding.logit_filters import (
+    ApplyTimestampRules,
+    LogitFilter,
+    SuppressBlank,
+    SuppressTokens,
+)
+from stenoflow.decoding.options import (
+    SUPPRESS_NON_SPEECH,
+    DecodingOptions,
+    DecodingResult,
+    verify_options,
+)
 from stenoflow.decoding.reference import ReferenceMatcher, TokenKinds
-from stenoflow.decoding.strategies import BeamSearchDecoder, GreedyDecoder, MaximumLikelihoodRanker, TokenDecoder
+from stenoflow.decoding.strategies import (
+    BeamSearchDecoder,
+    GreedyDecoder,
+    MaximumLikelihoodRanker,
+    TokenDecoder,
+)
 from stenoflow.model.kv_cache import CrossKV
 from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import TIME_PRECISION, Tokenizer

@@ -110,7 +110,7 @@ class TranscriptionInfo:
     model: dict[str, object] = field(default_factory=dict)  # name, format, compute, dims
 
 
-def decode_with_fallback(model: "Model", cross: object, options: TranscribeOptions,
+def decode_with_fallback(model: Model, cross: object, options: TranscribeOptions,
                          prompt: list[int] | None, language: str | None) -> DecodingResult:
     """Decode at each temperature in turn until the result is neither a loop nor unlikely."""
     result: DecodingResult | None = None
@@ -160,7 +160,7 @@ def split_segments(tokens: list[int], timestamp_begin: int, time_offset: float, 
     return [(time_offset, time_offset + duration, tokens)], segment_frames
 
 
-def transcribe(model: "Model", audio: np.ndarray, options: TranscribeOptions,
+def transcribe(model: Model, audio: np.ndarray, options: TranscribeOptions,
                progress: Callable[[float, float], None] | None = None
                ) -> tuple[Iterator[Segment], TranscriptionInfo]:
     """Segments of ``audio`` (16 kHz mono float32), lazily, and the info that describes the run."""
@@ -190,7 +190,7 @@ def window(mel: torch.Tensor, seek: int, size: int) -> torch.Tensor:
     return piece
 
 
-def _windows(model: "Model", audio: np.ndarray, mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
+def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
              language: str, progress: Callable[[float, float], None] | None) -> Iterator[Segment]:
     tok = model.tokenizer.with_options(language if model.tokenizer.multilingual else None, options.task)
     tb = tok.timestamp_begin
@@ -245,7 +245,7 @@ def _windows(model: "Model", audio: np.ndarray, mel: torch.Tensor, content_frame
         yield from segments
 
 
-def _add_word_timings(model: "Model", tok: object, segments: list[Segment], features: torch.Tensor,
+def _add_word_timings(model: Model, tok: object, segments: list[Segment], features: torch.Tensor,
                       num_frames: int, time_offset: float, not_before: float) -> float:
     """Align all text of the window at once, hand each segment its words, and let the words set
     the segment bounds (they are finer than the 20 ms timestamp tokens). Returns the last word end."""

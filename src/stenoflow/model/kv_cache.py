@@ -84,7 +84,7 @@ class CrossKV:
     def n_audio(self) -> int:
         return self.k[0].shape[2]
 
-    def expand(self, batch: int) -> "CrossKV":
+    def expand(self, batch: int) -> CrossKV:
         """A view that serves ``batch`` rows (beams) without copying."""
         if self.k[0].shape[0] == batch:
             return self
@@ -94,7 +94,7 @@ class CrossKV:
             [v.expand(batch, -1, -1, -1) for v in self.v],
         )
 
-    def select(self, index: Tensor) -> "CrossKV":
+    def select(self, index: Tensor) -> CrossKV:
         if self.k[0].shape[0] == 1:
             return self
         return CrossKV([k.index_select(0, index) for k in self.k], [v.index_select(0, index) for v in self.v])

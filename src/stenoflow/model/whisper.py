@@ -257,7 +257,7 @@ class Whisper(nn.Module):
         self.encoder = AudioEncoder(dims)
         self.decoder = TextDecoder(dims)
 
-    def fuse(self) -> "Whisper":
+    def fuse(self) -> Whisper:
         """Fuse the self-attention q/k/v projections of every block (call after loading weights)."""
         for block in [*self.encoder.blocks, *self.decoder.blocks]:
             block.attn.fuse()

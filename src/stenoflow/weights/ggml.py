@@ -193,8 +193,7 @@ def save_ggml(
         f.write(struct.pack("<2i", *filters.shape))
         f.write(filters.tobytes())
         f.write(struct.pack("<i", len(vocabulary)))
-        for token in vocabulary:
-            f.write(struct.pack("<i", len(token)) + bytes(token))
+        f.writelines(struct.pack("<i", len(token)) + bytes(token) for token in vocabulary)
         for name in expected_shapes(dims):
             arr = weights.state_dict[name].detach().float().numpy()
             if name in _CONV_BIASES:
