@@ -55,3 +55,12 @@ def test_stream_cli_rejects_bad_sources(tmp_path: Path) -> None:
     assert main(["stream", str(tmp_path / "missing.wav")]) == 2
     assert main(["stream"]) == 2  # no source
     assert main(["stream", "--policy", "nope", str(empty)]) == 2
+
+
+def test_stream_cli_runs_a_named_variant(jfk_path: Path, capsys: pytest.CaptureFixture[str],
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    args = ["stream", str(jfk_path), "--model", "tiny.en", "--simulate", "unaware", "--step", "2"]
+    assert main([*args, "--variant", "whisper-s+hush+verify"]) == 0
+    assert "country" in capsys.readouterr().out
+    assert main([*args, "--variant", "whisper-s+louder"]) == 2  # unknown option: a clear error
+    assert "louder" in caplog.text

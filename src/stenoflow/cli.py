@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--hush", action="store_true", help="encode buffer + the model's hush word instead of 30 s padding")
     st.add_argument("--guide", choices=["prune", "verify"], default=None,
                     help="let the previous round guide the beam: prune (token by token) or verify (one pass)")
+    st.add_argument("--variant", default=None,
+                    help="a named round variant, e.g. whisper-s+hush+verify (instead of --policy/--hush/--guide)")
     st.add_argument("--language", default="en", help="language code (default en)")
     st.add_argument("--simulate", default="realtime", choices=["realtime", "unaware"],
                     help="for files: feed at 1x wall clock (realtime) or as fast as rounds run (unaware)")
@@ -293,11 +295,13 @@ def cmd_stream(args: argparse.Namespace) -> int:
         open_microphone,
         pcm_chunks,
     )
+    from stenoflow.streaming.variants import Variant, parse_variant
 
     if (args.audio is None) == (not args.mic):
         raise ValueError("give exactly one source: an AUDIO file, - for PCM on stdin, or --mic")
-    options = StreamOptions(step=args.step, policy=args.policy, beam_size=args.beam_size, language=args.language,
-                            hush=args.hush, guide=args.guide)
+    variant = parse_variant(args.variant) if args.variant else Variant(args.policy, args.hush, args.guide)
+    options = StreamOptions(step=args.step, policy=variant.policy, beam_size=args.beam_size, language=args.language,
+                            hush=variant.hush, guide=variant.guide)
     try:
         source = open_microphone(args.chunk) if args.mic else None
     except MicrophoneUnavailable as e:
