@@ -64,7 +64,7 @@ def test_a_few_training_steps_lower_the_loss(tiny: Model, jfk_audio: np.ndarray)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_name", ["tiny"])  # base: no hush word trained yet
+@pytest.mark.parametrize("model_name", ["tiny", "base"])
 def test_shipped_hush_word_ends_jfk(model_name: str, request: pytest.FixtureRequest, jfk_audio: np.ndarray) -> None:
     model: Model = request.getfixturevalue(model_name)
     assert bundled_hush_path(model.name) is not None, f"no hush word shipped for {model.name}"

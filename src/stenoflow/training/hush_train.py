@@ -9,7 +9,9 @@ hush word learns to make the short input behave like the padded one.
 
 Checkpoints are scored on held-out clips (voices the training never hears) by greedy WER
 against the reference text and by runaways, next to the same clips' WER with 30 s padding; the
-best few are averaged at the end, as the paper does.
+best few are averaged at the end, as the paper does. Checkpoints far apart in training can sit in
+different basins, where their average is worse than either: the average is kept only when it
+scores at least as well on the held-out clips as the best single checkpoint.
 """
 
 from __future__ import annotations
@@ -200,13 +202,27 @@ def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example
             state_path.write_text(json.dumps(asdict(state)))
             torch.save(opt.state_dict(), opt_path)
     averaged = np.mean([np.asarray(b["hush"], np.float32) for b in state.best], axis=0).astype(np.float32)
-    final = evaluate(model, averaged, heldout)
+    averaged_metrics = evaluate(model, averaged, heldout)
+    best = state.best[0]
+    best_metrics = next(h for h in state.history if h["step"] == best["step"])
+    if _score(averaged_metrics) <= float(best["score"]):  # type: ignore[arg-type]
+        samples, final, chosen = averaged, averaged_metrics, f"average of steps {[b['step'] for b in state.best]}"
+    else:
+        samples = np.asarray(best["hush"], np.float32)
+        final = {"wer": best_metrics["wer"], "runaways": best_metrics["runaways"]}
+        chosen = f"step {best['step']} (the average scored worse)"
     record = {"options": asdict(options), "steps": state.step, "history": state.history,
-              "best_steps": [b["step"] for b in state.best], "averaged_heldout": final,
+              "best_steps": [b["step"] for b in state.best], "averaged_heldout": averaged_metrics,
+              "chosen": chosen, "heldout": final,
               "padded_heldout": state.padded, "train_examples": len(train), "heldout_examples": len(heldout)}
-    log.info("averaged hush word: held-out WER %.3f (padded %.3f), runaways %.2f", final["wer"],
+    log.info("hush word: %s, held-out WER %.3f (padded %.3f), runaways %.2f", chosen, final["wer"],
              state.padded["wer"], final["runaways"])
-    return HushWord(averaged, model.name, record)
+    return HushWord(samples, model.name, record)
+
+
+def _score(metrics: dict[str, float]) -> float:
+    """Lower is better; a runaway weighs as much as 10 points of WER."""
+    return metrics["runaways"] * 10 + metrics["wer"]
 
 
 def _checkpoint(model: Model, samples: np.ndarray, heldout: Sequence[Example], options: HushTrainOptions,
@@ -215,7 +231,7 @@ def _checkpoint(model: Model, samples: np.ndarray, heldout: Sequence[Example], o
     metrics = evaluate(model, samples, heldout)
     row = {"step": state.step, "loss": loss, **metrics, "elapsed_s": elapsed}
     state.history.append(row)
-    state.best.append({"score": metrics["runaways"] * 10 + metrics["wer"], "step": state.step,
+    state.best.append({"score": _score(metrics), "step": state.step,
                        "hush": samples.tolist()})
     state.best = sorted(state.best, key=lambda b: float(b["score"]))[: options.keep_best]  # type: ignore[arg-type]
     state.hush = samples.tolist()
