@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -394,6 +394,38 @@ def test_hard_cap_without_commits_drops_old_audio() -> None:
     session.finish()
     assert max(seen[0] for seen in policy.seen) <= 12.0 + 1e-6
     assert session.committed_text == ""
+
+
+@dataclass
+class FicklePolicy(ScriptedPolicy):
+    """Hears the script but spells every word differently each round: no two rounds agree."""
+
+    def run(self, model: object, samples: np.ndarray, prompt: str, previous: PreviousRound | None) -> RoundResult:
+        result = super().run(model, samples, prompt, previous)
+        n = len(self.seen)
+        return replace(result, words=tuple(replace(w, word=f"{w.word}~{n}") for w in result.words))
+
+
+def test_hard_cap_commits_unconfirmed_words_instead_of_dropping_them() -> None:
+    script = sentence_script(12)  # 36 s of words, no sentence ever confirmed by two rounds
+    session = StreamSession(FakeModel(), StreamOptions(step=1.0, buffer_trim_s=10.0, max_buffer_s=12.0))  # type: ignore[arg-type]
+    session.policy = FicklePolicy(script)
+    audio = clock_audio(36.0)
+    committed = [w for i in range(0, audio.size, SR) for w in session.push(audio[i: i + SR]).committed]
+    assert committed, "slow agreement must not keep the buffer from committing at the cap"
+    committed += session.finish().committed
+    assert [w.word.split("~")[0] for w in committed] == [w.word for w in script]  # each word once, in order
+    starts = [w.start for w in committed]
+    assert starts == sorted(starts)
+
+
+def test_commit_before_commits_only_the_words_the_cut_takes_away() -> None:
+    la = LocalAgreement()
+    la.update(words("one two three four"))
+    forced = la.commit_before(1.0)  # "one" 0-0.5, "two" 0.5-1.0 start before the cut
+    assert text(forced) == "one two"
+    assert text(la.complete()) == "three four"
+    assert text(la.update(words("three four five", start=1.0))) == "three four"
 
 
 def test_push_rejects_bad_input_and_stays_usable() -> None:

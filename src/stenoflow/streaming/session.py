@@ -185,13 +185,13 @@ class StreamSession:
         t0 = time.perf_counter()
         self._take(int(o.max_intake_s * SAMPLE_RATE))
         self._snapshot_at = self._arrived - self._pending_len
-        self._cap()
+        forced = self._cap()
         offset = self.buffer.offset
         prompt = build_prompt(self._committed, offset, o.prompt_chars)
         result = self.policy.run(self.model, self.buffer.samples, prompt, self._previous)
         words = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.words]
         trusted = words if self._finished else self._before_skip(words)
-        committed = self._record(self.agreement.update(trusted))
+        committed = forced + self._record(self.agreement.update(trusted))
         held = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.held]
         self._waiting = [*words[len(trusted):], *held]
         self._previous = PreviousRound(result, 0.0)
@@ -236,23 +236,25 @@ class StreamSession:
             self._pending_len -= chunk.size
             limit -= chunk.size
 
-    def _cap(self) -> None:
+    def _cap(self) -> list[TimedWord]:
         """Keep the buffer within ``max_buffer_s``: cut where the unconfirmed words begin (or at
-        the committed end), and only when even that is not enough, drop unconfirmed audio."""
+        the committed end). Only when even that is not enough (rounds so slow that two in a row
+        never agreed on the older audio), the unconfirmed words heard in the audio to be dropped
+        are committed as last heard, and returned: speech is never dropped untranscribed."""
         o = self.options
         if self.buffer.duration <= o.max_buffer_s:
-            return
+            return []
         tail = self.agreement.complete()
         cut = max(tail[0].start if tail else self.agreement.committed_end, self.buffer.offset)
         if self.buffer.end - cut > o.max_buffer_s:
             cut = self.buffer.end - o.max_buffer_s
-            lost = [w for w in tail if w.start < cut]
-            (log.warning if lost else log.debug)(
-                "buffer over %.0f s with nothing committed to cut at: dropping audio before %.2f s%s",
-                o.max_buffer_s, cut, f" (and {len(lost)} unconfirmed words)" if lost else "")
+            forced = self._record(self.agreement.commit_before(cut))
+            log.debug("buffer over %.0f s with nothing committed to cut at: %d unconfirmed words "
+                      "committed as heard, audio before %.2f s dropped", o.max_buffer_s, len(forced), cut)
             self._cut(cut)
-            return
+            return forced
         self._cut(cut, snap=(max(cut - SNAP_S, self.buffer.end - o.max_buffer_s), cut))
+        return []
 
     def _trim(self, result: RoundResult, offset: float) -> None:
         """Past ``buffer_trim_s``, cut at the latest completed segment or sentence end.
