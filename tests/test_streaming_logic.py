@@ -283,9 +283,10 @@ class FakeModel:
     is_multilingual = False
 
 
-def scripted_session(script: list[TimedWord], **kw: object) -> tuple[StreamSession, ScriptedPolicy]:
+def scripted_session(script: list[TimedWord], policy_type: type[ScriptedPolicy] = ScriptedPolicy,
+                     **kw: object) -> tuple[StreamSession, ScriptedPolicy]:
     session = StreamSession(FakeModel(), StreamOptions(**kw))  # type: ignore[arg-type]
-    policy = ScriptedPolicy(script)
+    policy = policy_type(script)
     session.policy = policy
     return session, policy
 
@@ -408,8 +409,7 @@ class FicklePolicy(ScriptedPolicy):
 
 def test_hard_cap_commits_unconfirmed_words_instead_of_dropping_them() -> None:
     script = sentence_script(12)  # 36 s of words, no sentence ever confirmed by two rounds
-    session = StreamSession(FakeModel(), StreamOptions(step=1.0, buffer_trim_s=10.0, max_buffer_s=12.0))  # type: ignore[arg-type]
-    session.policy = FicklePolicy(script)
+    session, _ = scripted_session(script, FicklePolicy, step=1.0, buffer_trim_s=10.0, max_buffer_s=12.0)
     audio = clock_audio(36.0)
     committed = [w for i in range(0, audio.size, SR) for w in session.push(audio[i: i + SR]).committed]
     assert committed, "slow agreement must not keep the buffer from committing at the cap"

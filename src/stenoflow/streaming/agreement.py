@@ -161,14 +161,13 @@ class LocalAgreement:
     def commit_before(self, time: float) -> list[TimedWord]:
         """The buffer is about to lose the audio before ``time`` with words still unconfirmed:
         commit those that start before it, as last heard (no later round can confirm them)."""
-        tail = list(self._current or self._previous)
+        tail = self.complete()
         n = next((i for i, w in enumerate(tail) if w.start >= time), len(tail))
-        committed = self._accept(tail[:n])
         if self._current:
-            self._current = tail[n:]
+            self._current = list(tail[n:])
         else:
-            self._previous = tail[n:]
-        return committed
+            self._previous = list(tail[n:])
+        return self._accept(tail[:n])
 
     def complete(self) -> tuple[TimedWord, ...]:
         """The unconfirmed tail: what the latest round said after the committed words."""

@@ -111,7 +111,7 @@ class AudioBuffer:
             threshold = max(floor * 10 ** 1.2, loud * 10 ** -3.0, 1e-7)
             self._sound = ((self._start, n), power > threshold)
         flags = self._sound[1]
-        first = min(n, max(0, int(round((lo - self.offset) * self.sample_rate)) // frame))
+        first = min(n, max(0, round((lo - self.offset) * self.sample_rate) // frame))
         last = min(n, max(first, int(np.ceil((hi - self.offset) * self.sample_rate / frame))))
         return first, flags[first:last]
 
