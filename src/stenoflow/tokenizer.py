@@ -9,6 +9,8 @@ large-v3 vocabularies all work without a hard-coded table of ids. Timestamp toke
 
 from __future__ import annotations
 
+import json
+import logging
 import string
 import unicodedata
 from functools import cached_property
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
 
+log = logging.getLogger(__name__)
 TIME_PRECISION = 0.02  # seconds per timestamp token
 # Languages written without spaces between words: word timing splits them per character run.
 NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "my", "yue"})
@@ -58,7 +61,15 @@ class Tokenizer:
         path = Path(tokenizer_file)
         if not path.is_file():
             raise FileNotFoundError(f"tokenizer file not found: {path} (expected a tokenizer.json)")
-        return cls(HFTokenizer.from_file(str(path)), multilingual=multilingual, language=language,
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not a tokenizer.json ({e})") from None
+        restored = restore_missing_merges(data)
+        if restored:
+            log.info("%s: restored %d BPE merge(s) missing from the file: %s", path, len(restored),
+                     ", ".join(restored))
+        return cls(HFTokenizer.from_str(json.dumps(data)), multilingual=multilingual, language=language,
                    task=task, path=path)
 
     def with_options(self, language: str | None, task: str) -> Tokenizer:
@@ -165,3 +176,42 @@ class Tokenizer:
                 words[-1] += text
                 groups[-1].extend(toks)
         return words, groups
+
+
+def restore_missing_merges(data: dict) -> list[str]:
+    """Put back the BPE merges a converted ``tokenizer.json`` lost; returns the tokens they make.
+
+    In a byte-level BPE vocabulary every token after the 256 single bytes is made by one merge,
+    and merges are ranked in the order of the ids they make. Some converted multilingual
+    Whisper files lack the very first merge (``Ġ t``, one line dropped with a header that
+    file never had): " the", " to" and every other word starting with "t" after a space are
+    then encoded as a lone space and the rest, which Whisper never writes itself. Prompts,
+    prefixes and references encoded that way read as garbled text to the decoder.
+
+    A token that no merge makes gets the merge of its two parts (both earlier tokens), at the
+    rank of its id. Files without the problem are left alone.
+    """
+    model = data.get("model") or {}
+    merges = model.get("merges")
+    vocab: dict[str, int] | None = model.get("vocab")
+    if model.get("type") != "BPE" or not merges or not vocab:
+        return []
+    as_lists = isinstance(merges[0], list)
+    pairs = [tuple(m) if as_lists else tuple(m.split(" ", 1)) for m in merges]
+    made = {a + b for a, b in pairs}
+    special = {t["content"] for t in data.get("added_tokens", [])}
+    restored: list[str] = []
+    for token, i in sorted(vocab.items(), key=lambda item: item[1]):
+        if i < 256 or len(token) < 2 or token in made or token in special:
+            continue
+        split = next(((token[:k], token[k:]) for k in range(1, len(token))
+                      if vocab.get(token[:k], i) < i and vocab.get(token[k:], i) < i), None)
+        if split is None:
+            continue
+        rank = min(i - 256, len(pairs))
+        pairs.insert(rank, split)
+        made.add(token)
+        restored.append(token)
+    if restored:
+        model["merges"] = [list(p) for p in pairs] if as_lists else [" ".join(p) for p in pairs]
+    return restored
