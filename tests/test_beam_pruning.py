@@ -15,6 +15,7 @@ from stenoflow.decoding.reference import (
     ALIGN_FAILED,
     EXHAUSTED,
     MISMATCH,
+    STALLED,
     ReferenceMatcher,
     Verdict,
     is_punctuation,
@@ -54,6 +55,17 @@ def test_alignment_failure_mismatch_and_realignment() -> None:
     assert m.observe(1) is Verdict.MATCH and m.cursor == 4  # searched from where it broke
     m.restart()
     assert not m.aligned and m.observe(1) is Verdict.MATCH and m.cursor == 2
+
+
+def test_a_run_of_punctuation_without_words_stalls_the_match() -> None:
+    m = ReferenceMatcher((0, 1, 2), skippable, max_skips=3)
+    assert m.observe(COMMA) is Verdict.SKIP  # not aligned yet: nothing to stall
+    assert m.observe(0) is Verdict.MATCH
+    assert [m.observe(COMMA) for _ in range(3)] == [Verdict.SKIP] * 3
+    assert m.observe(1) is Verdict.MATCH  # a word resets the run
+    assert [m.observe(t) for t in (COMMA, TB, COMMA)] == [Verdict.SKIP] * 3
+    assert m.observe(COMMA) is Verdict.FALLBACK and m.reason == STALLED and not m.aligned
+    assert m.observe(2) is Verdict.MATCH  # realigns from where it broke
 
 
 def test_reference_ignores_skippable_tokens_and_compares_keys() -> None:

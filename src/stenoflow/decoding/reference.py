@@ -24,7 +24,11 @@ from stenoflow.tokenizer import Tokenizer
 ALIGN_FAILED = "align-failed"  # the first word of the hypothesis is nowhere in the reference
 MISMATCH = "mismatch"  # the hypothesis left the reference
 EXHAUSTED = "reference-exhausted"  # the hypothesis goes on past the reference's last word
-FALLBACK_REASONS = (ALIGN_FAILED, MISMATCH, EXHAUSTED)
+STALLED = "stalled"  # a run of punctuation/timestamps without a word: a loop the reference cannot catch
+FALLBACK_REASONS = (ALIGN_FAILED, MISMATCH, EXHAUSTED, STALLED)
+# Between two words Whisper writes a few skippable tokens at most (". <|t|><|t|>"); a longer run
+# is a punctuation loop ("....", ". . . ."), which a single row would follow to the token limit.
+MAX_SKIPS = 8
 
 
 def is_punctuation(text: str) -> bool:
@@ -78,7 +82,8 @@ class ReferenceMatcher:
       position after its first occurrence becomes the cursor; not found: ``align-failed``;
     * selective matching: a word token must equal ``reference[cursor]`` and advances the
       cursor; skippable tokens neither break nor advance the match;
-    * a word token that differs is a ``mismatch``; one past the end is ``reference-exhausted``.
+    * a word token that differs is a ``mismatch``; one past the end is ``reference-exhausted``;
+    * more than ``max_skips`` skippable tokens in a row while aligned is ``stalled``.
 
     Tokens are compared by ``key`` (identity by default); skippable tokens in the reference
     itself are dropped, so a raw hypothesis works as a reference too. After a fallback the
@@ -87,9 +92,11 @@ class ReferenceMatcher:
     """
 
     def __init__(self, reference: Iterable[int], skippable: Callable[[int], bool],
-                 key: Callable[[int], object] = int) -> None:
+                 key: Callable[[int], object] = int, max_skips: int = MAX_SKIPS) -> None:
         self.reference = tuple(t for t in reference if not skippable(t))
         self.skippable = skippable
+        self.max_skips = max_skips
+        self.skips = 0  # skippable tokens since the last word token, while aligned
         self.key = key
         self.keys = [key(t) for t in self.reference]
         self.cursor: int | None = None  # next reference index to match; None: not aligned
@@ -98,7 +105,7 @@ class ReferenceMatcher:
 
     def restart(self) -> None:
         """Back to the unaligned start, for a new decoding."""
-        self.cursor, self.search_from, self.reason = None, 0, None
+        self.cursor, self.search_from, self.reason, self.skips = None, 0, None, 0
 
     @property
     def aligned(self) -> bool:
@@ -107,7 +114,12 @@ class ReferenceMatcher:
     def observe(self, token: int) -> Verdict:
         """Judge the best token of the current step and move the cursor accordingly."""
         if self.skippable(token):
+            if self.cursor is not None:
+                self.skips += 1
+                if self.skips > self.max_skips:
+                    return self._fallback(STALLED)
             return Verdict.SKIP
+        self.skips = 0
         key = self.key(token)
         if self.cursor is None:
             try:
@@ -131,6 +143,6 @@ class ReferenceMatcher:
     def _fallback(self, reason: str) -> Verdict:
         if self.cursor is not None:
             self.search_from = self.cursor
-        self.cursor = None
+        self.cursor, self.skips = None, 0
         self.reason = reason
         return Verdict.FALLBACK
