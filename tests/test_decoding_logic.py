@@ -24,6 +24,23 @@ def test_first_token_is_an_early_timestamp() -> None:
     assert allowed == list(range(TB, TB + 6))
 
 
+def allowed_after(tokens: list[int], max_index: int) -> set[int]:
+    logits = torch.zeros(1, V)
+    logits[0, EOT] = 10.0  # end-of-text likelier than any text: the rules alone decide
+    ApplyTimestampRules(EOT, NO_TS, TB, 2, 5, max_index).apply(logits, torch.tensor([tokens]))
+    return set(torch.isfinite(logits[0]).nonzero().flatten().tolist())
+
+
+def test_no_timestamp_after_the_audio_ends() -> None:
+    assert allowed_after([0, 1], 3) == set(range(TB, TB + 3))  # the first segment opens before the end
+    # inside a segment: text, or a closing timestamp up to the end itself
+    assert allowed_after([0, 1, TB, 4], 20) == set(range(EOT + 1)) | set(range(TB + 1, TB + 20 + 1))
+    # a closed segment: the next opens before the end, or the text ends
+    assert allowed_after([0, 1, TB, 4, TB + 7], 20) == {EOT} | set(range(TB + 7, TB + 20))
+    # a segment closed at the end: nothing more can follow
+    assert allowed_after([0, 1, TB, 4, TB + 20], 20) == {EOT}
+
+
 def test_timestamp_pairs_and_monotonic() -> None:
     # a lone timestamp after text closes a segment: next comes a timestamp >= 7 or end-of-text
     logits = torch.zeros(1, V)

@@ -47,17 +47,22 @@ class ApplyTimestampRules:
       already closed one, text; a lone timestamp may be followed by text or end-of-text;
     * a timestamp may not be smaller than the last one, so segments cannot loop back;
     * the first sampled token is a timestamp no later than ``max_initial_timestamp``;
+    * with ``max_timestamp_index`` (where the audio ends): no timestamp after it, none opening a
+      segment at it, and once a segment closes there only end-of-text follows. Without it a
+      decoder that heard less than 30 s can write segments past the end of its input, which is
+      how it repeats the transcript it already wrote;
     * if the total probability of all timestamps beats every single text token, sample a
       timestamp: this is what makes Whisper segment at all.
     """
 
     def __init__(self, eot: int, no_timestamps: int, timestamp_begin: int, sample_begin: int,
-                 max_initial_timestamp_index: int | None) -> None:
+                 max_initial_timestamp_index: int | None, max_timestamp_index: int | None = None) -> None:
         self.eot = eot
         self.no_timestamps = no_timestamps
         self.tb = timestamp_begin
         self.sample_begin = sample_begin
         self.max_initial = max_initial_timestamp_index
+        self.max_index = max_timestamp_index
 
     def apply(self, logits: Tensor, tokens: Tensor) -> None:
         tb = self.tb
@@ -68,6 +73,8 @@ class ApplyTimestampRules:
             logits[:, :tb] = NEG_INF
             if self.max_initial is not None:
                 logits[:, tb + self.max_initial + 1 :] = NEG_INF
+            if self.max_index is not None:
+                logits[:, tb + max(self.max_index, 1) :] = NEG_INF  # opens a segment: before the end
         else:
             is_ts = seq >= tb
             last = is_ts[:, -1]
@@ -80,6 +87,13 @@ class ApplyTimestampRules:
             ids = torch.arange(tb, logits.shape[1], device=logits.device)
             below = (ids[None, :] < bound[:, None]) & (newest >= 0)[:, None]
             logits[:, tb:].masked_fill_(below, NEG_INF)
+            if self.max_index is not None:
+                # Closing at the end is allowed; opening there (after a closed segment) is not.
+                opening = last & ~penultimate
+                logits[:, tb + self.max_index + 1 :] = NEG_INF
+                logits[:, tb + self.max_index].masked_fill_(opening, NEG_INF)
+                ended = opening & (seq[:, -1] >= tb + self.max_index)
+                logits[:, tb:].masked_fill_(ended[:, None], NEG_INF)
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         timestamp_logprob = logprobs[:, tb:].logsumexp(dim=-1)
         max_text_logprob = logprobs[:, :tb].max(dim=-1).values

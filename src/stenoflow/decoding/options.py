@@ -23,6 +23,12 @@ class DecodingOptions:
     suppress_blank: bool = True  # no blank or end-of-text as the first sampled token
     without_timestamps: bool = False  # <|notimestamps|>: text tokens only
     max_initial_timestamp: float | None = 1.0  # the first timestamp may not exceed this (s)
+    # Where the audio ends (s): no timestamp after it, no segment opening at it, and a segment
+    # closing there ends the text. None: anywhere in the 30 s window.
+    max_timestamp: float | None = None
+    # End a row as soon as its text ends in a repetition loop (see decoding.repetition.LoopRule);
+    # off by default: offline transcription catches loops by compression ratio and retries.
+    stop_loops: bool = False
     # Beam pruning: the previous streaming round's hypothesis for this buffer; decoding keeps
     # one row while it follows its word tokens (punctuation, timestamps, specials are ignored).
     reference: tuple[int, ...] | None = None
@@ -60,6 +66,8 @@ def verify_options(options: DecodingOptions, multilingual: bool) -> None:
         raise ValueError("patience applies to beam search only: set beam_size")
     if options.patience is not None and options.patience <= 0:
         raise ValueError(f"patience must be > 0, got {options.patience}")
+    if options.max_timestamp is not None and not options.max_timestamp > 0:
+        raise ValueError(f"max_timestamp must be > 0 seconds, got {options.max_timestamp}")
     if options.length_penalty is not None and not 0 <= options.length_penalty <= 1:
         raise ValueError(f"length_penalty must be in [0, 1], got {options.length_penalty}")
     verify_reference(options)

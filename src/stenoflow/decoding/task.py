@@ -10,6 +10,7 @@ owning the cache.
 from __future__ import annotations
 
 import logging
+import math
 import zlib
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from stenoflow.decoding.options import (
     verify_options,
 )
 from stenoflow.decoding.reference import ReferenceMatcher, TokenKinds
+from stenoflow.decoding.repetition import LoopRule, StopLoops
 from stenoflow.decoding.strategies import (
     BeamSearchDecoder,
     GreedyDecoder,
@@ -120,8 +122,11 @@ class DecodingTask:
             max_initial = None
             if o.max_initial_timestamp is not None:
                 max_initial = round(o.max_initial_timestamp / TIME_PRECISION)
+            last = None if o.max_timestamp is None else math.ceil(o.max_timestamp / TIME_PRECISION - 1e-6)
             filters.append(ApplyTimestampRules(tok.eot, tok.no_timestamps, tok.timestamp_begin,
-                                               sample_begin, max_initial))
+                                               sample_begin, max_initial, last))
+        if o.stop_loops:
+            filters.append(StopLoops(LoopRule(), tok.eot, sample_begin))  # last: it may leave only end-of-text
         return filters
 
     def strategy(self, tok: Tokenizer) -> TokenDecoder:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,6 +28,7 @@ from torch import Tensor
 from stenoflow.audio.features import HOP_LENGTH, N_FRAMES
 from stenoflow.audio.io import N_SAMPLES
 from stenoflow.decoding.options import DecodingOptions
+from stenoflow.decoding.repetition import LoopRule
 from stenoflow.decoding.task import DecodingTask
 from stenoflow.decoding.timing import find_alignment
 from stenoflow.decoding.transcribe import split_segments, window
@@ -94,10 +95,14 @@ class WhisperRound:
         self.hush = options.hush
         self.guide = options.guide
 
-    def decoding_options(self, prompt: str, reference: tuple[int, ...] | None = None) -> DecodingOptions:
+    def decoding_options(self, prompt: str, reference: tuple[int, ...] | None = None,
+                         duration: float | None = None) -> DecodingOptions:
+        """Beam search with timestamps, none after the buffer's end ``duration`` (s), and rows
+        ended at a repetition loop: a decoder that writes past the audio it heard repeats what it
+        wrote before (see :mod:`stenoflow.decoding.repetition`)."""
         guided = reference is not None and self.guide is not None
         return DecodingOptions(language=self.language, beam_size=self.beam_size if self.beam_size > 1 else None,
-                               prompt=prompt or None, without_timestamps=False,
+                               prompt=prompt or None, without_timestamps=False, max_timestamp=duration, stop_loops=True,
                                reference=reference if guided else None, reference_mode=self.guide if guided else None)
 
     def encoder_input(self, model: Model, samples: np.ndarray) -> Tensor:
@@ -133,15 +138,28 @@ class WhisperRound:
         features = model.encode(mel)
         t1 = time.perf_counter()
         reference = self.reference(model, previous)
-        options = self.decoding_options(prompt, reference)
-        result = DecodingTask(model.context, options).run(model.whisper.decoder.cross_kv(features))
+        options = self.decoding_options(prompt, reference, max(samples.size / SAMPLE_RATE, 0.04))
+        cross = model.whisper.decoder.cross_kv(features)
+        result = DecodingTask(model.context, options).run(cross)
+        passes = result.stats.get("forward_passes", 0.0)
+        loop = self.loop_start(model, result.tokens)
+        retried = loop is not None and options.prompt is not None
+        if retried:
+            # The prompt is the likeliest cause: a buffer cut mid-sentence makes the decoder repeat
+            # the prompt's last words instead of hearing the audio. Whisper drops the prompt when it
+            # decodes a window again; so does this round, once.
+            log.debug("round output loops from token %d: decoding again without the prompt", loop)
+            result = DecodingTask(model.context, replace(options, prompt=None)).run(cross)
+            passes += result.stats.get("forward_passes", 0.0)
+            loop = self.loop_start(model, result.tokens)
         t2 = time.perf_counter()
         stats: dict[str, float] = {
             "audio_s": samples.size / SAMPLE_RATE,
             "encoder_mel_frames": float(mel.shape[-1]),
             "encoder_ms": 1000 * (t1 - t0),
             "decoder_ms": 1000 * (t2 - t1),
-            "forward_passes": float(result.stats.get("forward_passes", 0.0)),
+            "forward_passes": float(passes),
+            "loop_retry": float(retried),
             "beam_size": float(result.stats.get("beam_size", 1.0)),
             "beam_width_avg": float(result.stats.get("beam_width_avg", 1.0)),
             "reduced_beam_share": float(result.stats.get("reduced_beam_share", 0.0)),
@@ -155,7 +173,12 @@ class WhisperRound:
             log.debug("round heard no speech (p=%.2f, logprob %.2f)", result.no_speech_prob, result.avg_logprob)
             return RoundResult(tokens=tuple(result.tokens), stats=stats)
         tok = model.tokenizer
-        text_tokens = [t for t in result.tokens if t < tok.eot]
+        tokens = list(result.tokens)
+        stats["loop_cut"] = float(loop is not None)
+        if loop is not None:
+            log.debug("round output loops from token %d of %d: kept the text before it", loop, len(tokens))
+            tokens = tokens[:loop]
+        text_tokens = [t for t in tokens if t < tok.eot]
         aligner = tok.with_options(result.language if tok.multilingual else None, "transcribe")
         # Over the hush word too: the last word may end where the speech does, and DTW needs room
         # after it (the padded input has it); times are capped at the buffer's end below.
@@ -164,11 +187,16 @@ class WhisperRound:
         stats["alignment_ms"] = 1000 * (time.perf_counter() - t2)
         duration = samples.size / SAMPLE_RATE
         words = [TimedWord(w.word, min(w.start, duration), min(w.end, duration), w.probability) for w in timings]
-        pieces, _ = split_segments(result.tokens, tok.timestamp_begin, 0.0, frames)
+        pieces, _ = split_segments(tokens, tok.timestamp_begin, 0.0, frames)
         ends = closed_segment_ends(pieces, [len(w.tokens) for w in timings], words, tok.timestamp_begin)
         words, held = repair_word_times([w for w in words if w.word.strip()], duration)
-        return RoundResult(tuple(words), tuple(min(e, duration) for e in ends), tuple(result.tokens), stats,
-                           tuple(held))
+        return RoundResult(tuple(words), tuple(min(e, duration) for e in ends), tuple(tokens), stats, tuple(held))
+
+    @staticmethod
+    def loop_start(model: Model, tokens: list[int]) -> int | None:
+        """Where a repetition loop in the round's tokens begins (timestamps not compared), or None."""
+        eot = model.tokenizer.eot
+        return LoopRule().loop_start(tokens, lambda t: t >= eot)
 
     def _silent(self, no_speech_prob: float, avg_logprob: float) -> bool:
         """Whisper's rule (likely no speech and unlikely text), or Whisper-Streaming's (very
