@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-NEG_INF = float("-inf")
+from stenoflow.decoding.logit_filters import NEG_INF
 
 
 @dataclass(frozen=True)

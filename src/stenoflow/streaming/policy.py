@@ -134,11 +134,12 @@ class WhisperRound:
             raise ValueError(f"a round takes at most 30 s of audio, got {samples.size / SAMPLE_RATE:.2f} s")
         t0 = time.perf_counter()
         frames = samples.size // HOP_LENGTH
+        duration = samples.size / SAMPLE_RATE
         mel = self.encoder_input(model, samples)
         features = model.encode(mel)
         t1 = time.perf_counter()
         reference = self.reference(model, previous)
-        options = self.decoding_options(prompt, reference, max(samples.size / SAMPLE_RATE, 0.04))
+        options = self.decoding_options(prompt, reference, max(duration, 0.04))
         cross = model.whisper.decoder.cross_kv(features)
         result = DecodingTask(model.context, options).run(cross)
         passes = result.stats.get("forward_passes", 0.0)
@@ -154,7 +155,7 @@ class WhisperRound:
             loop = self.loop_start(model, result.tokens)
         t2 = time.perf_counter()
         stats: dict[str, float] = {
-            "audio_s": samples.size / SAMPLE_RATE,
+            "audio_s": duration,
             "encoder_mel_frames": float(mel.shape[-1]),
             "encoder_ms": 1000 * (t1 - t0),
             "decoder_ms": 1000 * (t2 - t1),
@@ -185,7 +186,6 @@ class WhisperRound:
         timings = find_alignment(model.whisper, aligner, text_tokens, features, min(mel.shape[-1], N_FRAMES),
                                  model.alignment_heads)
         stats["alignment_ms"] = 1000 * (time.perf_counter() - t2)
-        duration = samples.size / SAMPLE_RATE
         words = [TimedWord(w.word, min(w.start, duration), min(w.end, duration), w.probability) for w in timings]
         pieces, _ = split_segments(tokens, tok.timestamp_begin, 0.0, frames)
         ends = closed_segment_ends(pieces, [len(w.tokens) for w in timings], words, tok.timestamp_begin)
