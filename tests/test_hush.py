@@ -64,6 +64,24 @@ def test_a_few_training_steps_lower_the_loss(tiny: Model, jfk_audio: np.ndarray)
 
 
 @pytest.mark.slow
+def test_training_resumes_where_it_stopped(tiny: Model, jfk_audio: np.ndarray, tmp_path: Path) -> None:
+    from stenoflow.training.hush_data import distilled_example
+    from stenoflow.training.hush_train import HushTrainOptions, train_hush
+
+    train = [distilled_example(tiny, jfk_audio[: 16000 * 3], "", "", timestamps=False)]
+    heldout = [distilled_example(tiny, jfk_audio[16000 * 8:], "ask what you can do for your country", "", False)]
+    options = HushTrainOptions(steps=2, clips_per_step=1, eval_every=1, keep_best=2)
+    first = train_hush(tiny, train, heldout, options, tmp_path)
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["step"] == 2 and len(state["hush"]) == HUSH_SAMPLES and first.record["runs"] == state["runs"]
+    second = train_hush(tiny, train, heldout, HushTrainOptions(steps=3, clips_per_step=1, eval_every=1), tmp_path)
+    record = second.record
+    assert [h["step"] for h in record["history"]] == [1, 2, 3]  # steps 1-2 were not run again
+    assert record["runs"] == [{"start_step": 0, "steps": 2}, {"start_step": 2, "steps": 3}]
+    assert np.abs(second.samples).max() <= options.amplitude
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", ["tiny", "base"])
 def test_shipped_hush_word_ends_jfk(model_name: str, request: pytest.FixtureRequest, jfk_audio: np.ndarray) -> None:
     model: Model = request.getfixturevalue(model_name)

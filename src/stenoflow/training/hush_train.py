@@ -81,6 +81,7 @@ class TrainState:
     history: list[dict[str, float]] = field(default_factory=list)
     best: list[dict[str, object]] = field(default_factory=list)  # {"score", "step", "hush"}
     padded: dict[str, float] = field(default_factory=dict)  # held-out figures with 30 s padding
+    runs: list[dict[str, int]] = field(default_factory=list)  # {"start_step", "steps"} per (re)start
 
 
 def example_loss(model: Model, hush: torch.Tensor, ex: Example, gain: float, noise: float,
@@ -162,6 +163,7 @@ def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example
     if state_path.is_file():
         state = TrainState(**json.loads(state_path.read_text()))
         log.info("resuming hush training at step %d", state.step)
+    state.runs.append({"start_step": state.step, "steps": options.steps})
     rng = np.random.default_rng([options.seed, state.step])
     init = np.asarray(state.hush, np.float32) if state.hush else (
         rng.uniform(-1, 1, HUSH_SAMPLES).astype(np.float32) * options.amplitude * 0.1)
@@ -212,7 +214,7 @@ def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example
         final = {"wer": best_metrics["wer"], "runaways": best_metrics["runaways"]}
         chosen = f"step {best['step']} (the average scored worse)"
     record = {"options": asdict(options), "steps": state.step, "history": state.history,
-              "best_steps": [b["step"] for b in state.best], "averaged_heldout": averaged_metrics,
+              "best_steps": [b["step"] for b in state.best], "averaged_heldout": averaged_metrics, "runs": state.runs,
               "chosen": chosen, "heldout": final,
               "padded_heldout": state.padded, "train_examples": len(train), "heldout_examples": len(heldout)}
     log.info("hush word: %s, held-out WER %.3f (padded %.3f), runaways %.2f", chosen, final["wer"],
