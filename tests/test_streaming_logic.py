@@ -545,3 +545,35 @@ def test_a_hypothesis_that_skips_over_speech_is_not_committed_past_the_skip() ->
     assert text(committed) == "one two three"  # "seven eight" agree, but follow 3.5 s of skipped sound
     committed += session.finish().committed  # at the end of the stream nothing better will come
     assert text(committed) == "one two three seven eight"
+
+
+def test_speech_skipped_after_a_pause_is_heard_once_the_pause_is_cut_away() -> None:
+    """Whisper may pass over the speech that follows a long pause at the start of its window:
+    the session cuts the pause away, and the round that hears the speech first transcribes it."""
+    audio = np.zeros(16 * SR, dtype=np.float32)
+    audio[: 2 * SR] = syllables(2.0)  # "one two three four", then a 3 s pause
+    audio[5 * SR:] = syllables(11.0)
+    before = words("one two three four", start=0.0)
+    after = words("five six seven eight nine ten eleven twelve", start=5.0, width=1.0)
+    offsets: list[float] = []
+
+    class SkipsAfterPause(ScriptedPolicy):
+        def run(self, model: object, samples: np.ndarray, prompt: str,
+                previous: PreviousRound | None) -> RoundResult:
+            super().run(model, samples, prompt, previous)
+            offset = session.buffer.offset
+            offsets.append(offset)
+            end = offset + samples.size / SR
+            # While the pause is in the window, the first 3 s of speech after it go unheard.
+            heard = [w for w in before + after if w.start >= offset and w.end <= end
+                     and not (offset < 4.0 and 5.0 <= w.start < 8.0)]
+            return RoundResult(tuple(TimedWord(w.word, w.start - offset, w.end - offset) for w in heard))
+
+    session = StreamSession(FakeModel(), StreamOptions(step=1.0, stall_trim_s=None))  # type: ignore[arg-type]
+    session.policy = SkipsAfterPause([])
+    committed: list[TimedWord] = []
+    for i in range(0, audio.size, SR):
+        committed += session.push(audio[i: i + SR]).committed
+    committed += session.finish().committed
+    assert text(committed) == "one two three four five six seven eight nine ten eleven twelve"
+    assert max(offsets) == pytest.approx(5.0 - 0.3, abs=0.05)  # cut to just before the sound

@@ -42,6 +42,10 @@ ONSET_LEAD_S = 0.3  # a cut in a round that heard nothing stays this far before 
 SKIP_GAP_S = 1.5
 SKIP_SOUND_S = 1.0
 SKIP_HOLD_S = 8.0
+# ... and when the skipped stretch begins with this much quiet after the committed words, the
+# buffer is cut to just before the sound: Whisper tends to pass over speech that follows a long
+# pause at the start of its window, and a round that hears the speech first does not.
+SKIP_PAUSE_S = 1.0
 SENTENCE_END = (".", "?", "!", "。", "？", "！")
 
 
@@ -190,13 +194,16 @@ class StreamSession:
         prompt = build_prompt(self._committed, offset, o.prompt_chars)
         result = self.policy.run(self.model, self.buffer.samples, prompt, self._previous)
         words = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.words]
-        trusted = words if self._finished else self._before_skip(words)
+        trusted, pause_cut = (words, None) if self._finished else self._before_skip(words)
         committed = forced + self._record(self.agreement.update(trusted))
         held = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.held]
         self._waiting = [*words[len(trusted):], *held]
         self._previous = PreviousRound(result, 0.0)
         self._previous_offset = offset
         self._trim(result, offset)
+        if pause_cut is not None and not self.agreement.complete() and pause_cut > self.buffer.offset:
+            log.debug("round skipped speech after a pause: buffer cut to %.2f s, before the sound", pause_cut)
+            self._cut(pause_cut)
         self.rounds_run += 1
         stats = {"round": float(self.rounds_run), "buffer_start": offset, "audio_end": self.buffer.end,
                  "buffer_s": self.buffer.end - offset, "prompt_chars": float(len(prompt)),
@@ -206,12 +213,15 @@ class StreamSession:
                   self.buffer.end, len(committed), "".join(w.word for w in self.agreement.complete()))
         return committed, stats
 
-    def _before_skip(self, words: list[TimedWord]) -> list[TimedWord]:
-        """The hypothesis up to where it jumps over speech it did not transcribe.
+    def _before_skip(self, words: list[TimedWord]) -> tuple[list[TimedWord], float | None]:
+        """The hypothesis up to where it jumps over speech it did not transcribe, and where to cut
+        the buffer when the jump starts with a pause (None: no such pause). The session cuts
+        there only when every word before the jump is committed.
 
-        Whisper sometimes leaves out a sentence, most often at the start of a trimmed buffer, and
-        DTW then stretches the gap between two words over it. Two such rounds would agree and
-        commit past the sentence, which would be lost; a round a little later usually hears it.
+        Whisper sometimes leaves out a sentence, most often at the start of a trimmed buffer or
+        after a long pause, and DTW then stretches the gap between two words over it. Two such
+        rounds would agree and commit past the sentence, which would be lost; a round a little
+        later usually hears it, the more so when the pause before it is no longer in the buffer.
         """
         heard_to = max(self.agreement.committed_end, self.buffer.offset)
         for i, w in enumerate(words):
@@ -219,9 +229,13 @@ class StreamSession:
                     and self.buffer.sound_seconds(heard_to, w.start) >= SKIP_SOUND_S):
                 log.debug("round skipped %.1f s of sound before %r at %.2f s: trusted up to there",
                           w.start - heard_to, w.word, w.start)
-                return words[:i]
+                onset = self.buffer.first_sound(heard_to, w.start)
+                pause_cut = None
+                if onset is not None and onset - heard_to >= SKIP_PAUSE_S:
+                    pause_cut = onset - ONSET_LEAD_S
+                return words[:i], pause_cut
             heard_to = max(heard_to, w.end)
-        return words
+        return words, None
 
     def _take(self, limit: int) -> None:
         """Move up to ``limit`` pending samples into the buffer."""
