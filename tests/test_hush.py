@@ -13,6 +13,7 @@ import torch
 from stenoflow.api import Model
 from stenoflow.audio.hush import HUSH_SAMPLES, HushWord, bundled_hush_path
 from stenoflow.decoding.options import DecodingOptions
+from stenoflow.decoding.repetition import text_loop_start
 
 
 def test_wrong_length_dtype_or_rate_is_rejected(tmp_path: Path) -> None:
@@ -110,3 +111,21 @@ def test_bench_hush_compares_every_scheme(tmp_path: Path) -> None:
     assert record["hush_words"]["tiny.en"]["steps"] > 0
     assert "| tiny.en | pad 30 s |" in table and "+0.00" in table
     assert (tmp_path / "hush.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("seconds", [2.0, 4.5, 7.0, None])
+def test_transcribe_with_hush_stays_inside_the_speech_and_never_loops(tiny: Model, jfk_audio: np.ndarray,
+                                                                     seconds: float | None) -> None:
+    """Offline ``--hush``: no timestamp after the speech, and no repetition loop in the text."""
+    audio = jfk_audio if seconds is None else jfk_audio[: int(seconds * 16000)]
+    segments, _ = tiny.transcribe(audio, hush=True, beam_size=5)
+    segments = list(segments)
+    assert segments, "the speech was transcribed"
+    duration = audio.size / 16000
+    for s in segments:
+        assert 0 <= s.start <= s.end <= duration + 1e-6
+    tokens = [t for s in segments for t in s.tokens]
+    assert text_loop_start(tokens, tiny.tokenizer.eot) is None
+    if seconds is None:
+        text = re.sub(r"[^a-z ]", "", "".join(s.text for s in segments).lower())
+        assert "ask not what your country can do for you" in text

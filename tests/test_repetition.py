@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stenoflow.decoding.repetition import LoopRule, StopLoops
+from stenoflow.decoding.repetition import LoopRule, StopLoops, text_loop_start
 
 TS = 100  # toy timestamps: ids from 100
 EOT = 50
@@ -35,6 +35,7 @@ def test_a_phrase_loop_is_found_across_its_timestamps() -> None:
     cut = RULE.loop_start(tokens, is_timestamp)
     assert cut is not None and tokens[:cut] == [1, 2, TS, *phrase, TS + 10, TS + 10]
     assert RULE.loop_start(tokens) is None  # with the timestamps compared, the copies differ
+    assert text_loop_start(tokens, EOT) == cut  # ids from end-of-text on are never compared
 
 
 def test_the_earliest_loop_wins_and_ordinary_text_has_none() -> None:

@@ -84,3 +84,9 @@ class StopLoops:
                 keep = logits[i, self.eot].clone()
                 logits[i] = NEG_INF
                 logits[i, self.eot] = keep if torch.isfinite(keep) else 0.0
+
+
+def text_loop_start(tokens: Sequence[int], eot: int, rule: LoopRule | None = None) -> int | None:
+    """Where a loop in a decoding's text begins (timestamps and specials, ids >= ``eot``, are not
+    compared), or None: the tokens before it are what the decoder heard."""
+    return (rule or LoopRule()).loop_start(tokens, lambda t: t >= eot)

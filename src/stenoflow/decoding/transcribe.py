@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from stenoflow.decoding.options import SUPPRESS_NON_SPEECH, DecodingOptions, DecodingResult
+from stenoflow.decoding.repetition import text_loop_start
 from stenoflow.decoding.task import DecodingTask
 from stenoflow.decoding.timing import find_alignment
 from stenoflow.tokenizer import TIME_PRECISION
@@ -111,11 +112,20 @@ class TranscriptionInfo:
 
 
 def decode_with_fallback(model: Model, cross: object, options: TranscribeOptions,
-                         prompt: list[int] | None, language: str | None) -> DecodingResult:
-    """Decode at each temperature in turn until the result is neither a loop nor unlikely."""
+                         prompt: list[int] | None, language: str | None,
+                         speech_s: float | None = None) -> DecodingResult:
+    """Decode at each temperature in turn until the result is neither a loop nor unlikely.
+
+    ``speech_s``: the window holds only this much speech (then the hush word, not 30 s of
+    padding), so no timestamp may follow it and a row ends at a repetition loop, as in a
+    streaming round: without the padding's silence the decoder has no place to stop after the
+    speech but end-of-text, and a row that misses it repeats itself.
+    """
     result: DecodingResult | None = None
     for t in options.temperature:
         decoding = replace(options.decoding(t), prompt=prompt or None, language=language)
+        if speech_s is not None:
+            decoding = replace(decoding, max_timestamp=max(speech_s, 0.04), stop_loops=True)
         result = DecodingTask(model.context, decoding).run(cross)  # type: ignore[arg-type]
         too_repetitive = (options.compression_ratio_threshold is not None
                           and result.compression_ratio > options.compression_ratio_threshold)
@@ -205,15 +215,21 @@ def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames:
     while seek < content_frames:
         time_offset = seek * HOP_LENGTH / SAMPLE_RATE
         size = min(N_FRAMES, content_frames - seek)
+        speech_s = None
         if options.hush and size < N_FRAMES:
             assert model.hush is not None
             speech = audio[seek * HOP_LENGTH : (seek + size) * HOP_LENGTH]
+            speech_s = speech.size / SAMPLE_RATE
             features = model.encode(model.features(model.hush.append(speech)))
         else:
             features = model.encode(window(mel, seek, size))
         cross = model.whisper.decoder.cross_kv(features)
         prompt = all_tokens[prompt_reset:] if options.condition_on_previous_text else None
-        result = decode_with_fallback(model, cross, options, prompt, language)
+        result = decode_with_fallback(model, cross, options, prompt, language, speech_s)
+        loop = text_loop_start(result.tokens, tok.eot) if speech_s is not None else None
+        if loop is not None:  # a row that looped ended there: keep the text it heard before
+            log.debug("window at %.2f s loops from token %d: kept the text before it", time_offset, loop)
+            result = replace(result, tokens=result.tokens[:loop])
         if (options.no_speech_threshold is not None and result.no_speech_prob > options.no_speech_threshold
                 and (options.log_prob_threshold is None or result.avg_logprob < options.log_prob_threshold)):
             seek += size

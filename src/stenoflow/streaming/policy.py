@@ -28,7 +28,7 @@ from torch import Tensor
 from stenoflow.audio.features import HOP_LENGTH, N_FRAMES
 from stenoflow.audio.io import N_SAMPLES
 from stenoflow.decoding.options import DecodingOptions
-from stenoflow.decoding.repetition import LoopRule
+from stenoflow.decoding.repetition import text_loop_start
 from stenoflow.decoding.task import DecodingTask
 from stenoflow.decoding.timing import find_alignment
 from stenoflow.decoding.transcribe import split_segments, window
@@ -195,8 +195,7 @@ class WhisperRound:
     @staticmethod
     def loop_start(model: Model, tokens: list[int]) -> int | None:
         """Where a repetition loop in the round's tokens begins (timestamps not compared), or None."""
-        eot = model.tokenizer.eot
-        return LoopRule().loop_start(tokens, lambda t: t >= eot)
+        return text_loop_start(tokens, model.tokenizer.eot)
 
     def _silent(self, no_speech_prob: float, avg_logprob: float) -> bool:
         """Whisper's rule (likely no speech and unlikely text), or Whisper-Streaming's (very
