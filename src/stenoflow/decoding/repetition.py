@@ -86,7 +86,7 @@ class StopLoops:
                 logits[i, self.eot] = keep if torch.isfinite(keep) else 0.0
 
 
-def text_loop_start(tokens: Sequence[int], eot: int, rule: LoopRule | None = None) -> int | None:
+def text_loop_start(tokens: Sequence[int], eot: int) -> int | None:
     """Where a loop in a decoding's text begins (timestamps and specials, ids >= ``eot``, are not
     compared), or None: the tokens before it are what the decoder heard."""
-    return (rule or LoopRule()).loop_start(tokens, lambda t: t >= eot)
+    return LoopRule().loop_start(tokens, lambda t: t >= eot)

@@ -117,9 +117,9 @@ def decode_with_fallback(model: Model, cross: object, options: TranscribeOptions
     """Decode at each temperature in turn until the result is neither a loop nor unlikely.
 
     ``speech_s``: the window holds only this much speech (then the hush word, not 30 s of
-    padding), so no timestamp may follow it and a row ends at a repetition loop, as in a
-    streaming round: without the padding's silence the decoder has no place to stop after the
-    speech but end-of-text, and a row that misses it repeats itself.
+    padding), so no timestamp may follow it, a row ends at a repetition loop and the loop is cut
+    from the result, as in a streaming round: without the padding's silence the decoder has no
+    place to stop after the speech but end-of-text, and a row that misses it repeats itself.
     """
     result: DecodingResult | None = None
     for t in options.temperature:
@@ -137,6 +137,10 @@ def decode_with_fallback(model: Model, cross: object, options: TranscribeOptions
         log.debug("fallback from temperature %.1f (compression %.2f, avg logprob %.2f)",
                   t, result.compression_ratio, result.avg_logprob)
     assert result is not None, "at least one temperature"
+    loop = text_loop_start(result.tokens, model.tokenizer.eot) if speech_s is not None else None
+    if loop is not None:  # the row that looped ended there: keep the text it heard before
+        log.debug("window loops from token %d: kept the text before it", loop)
+        result = replace(result, tokens=result.tokens[:loop])
     return result
 
 
@@ -226,10 +230,6 @@ def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames:
         cross = model.whisper.decoder.cross_kv(features)
         prompt = all_tokens[prompt_reset:] if options.condition_on_previous_text else None
         result = decode_with_fallback(model, cross, options, prompt, language, speech_s)
-        loop = text_loop_start(result.tokens, tok.eot) if speech_s is not None else None
-        if loop is not None:  # a row that looped ended there: keep the text it heard before
-            log.debug("window at %.2f s loops from token %d: kept the text before it", time_offset, loop)
-            result = replace(result, tokens=result.tokens[:loop])
         if (options.no_speech_threshold is not None and result.no_speech_prob > options.no_speech_threshold
                 and (options.log_prob_threshold is None or result.avg_logprob < options.log_prob_threshold)):
             seek += size

@@ -143,7 +143,7 @@ class WhisperRound:
         cross = model.whisper.decoder.cross_kv(features)
         result = DecodingTask(model.context, options).run(cross)
         passes = result.stats.get("forward_passes", 0.0)
-        loop = self.loop_start(model, result.tokens)
+        loop = text_loop_start(result.tokens, model.tokenizer.eot)
         retried = loop is not None and options.prompt is not None
         if retried:
             # The prompt is the likeliest cause: a buffer cut mid-sentence makes the decoder repeat
@@ -152,7 +152,7 @@ class WhisperRound:
             log.debug("round output loops from token %d: decoding again without the prompt", loop)
             result = DecodingTask(model.context, replace(options, prompt=None)).run(cross)
             passes += result.stats.get("forward_passes", 0.0)
-            loop = self.loop_start(model, result.tokens)
+            loop = text_loop_start(result.tokens, model.tokenizer.eot)
         t2 = time.perf_counter()
         stats: dict[str, float] = {
             "audio_s": duration,
@@ -191,11 +191,6 @@ class WhisperRound:
         ends = closed_segment_ends(pieces, [len(w.tokens) for w in timings], words, tok.timestamp_begin)
         words, held = repair_word_times([w for w in words if w.word.strip()], duration)
         return RoundResult(tuple(words), tuple(min(e, duration) for e in ends), tuple(tokens), stats, tuple(held))
-
-    @staticmethod
-    def loop_start(model: Model, tokens: list[int]) -> int | None:
-        """Where a repetition loop in the round's tokens begins (timestamps not compared), or None."""
-        return text_loop_start(tokens, model.tokenizer.eot)
 
     def _silent(self, no_speech_prob: float, avg_logprob: float) -> bool:
         """Whisper's rule (likely no speech and unlikely text), or Whisper-Streaming's (very
