@@ -8,7 +8,6 @@ and streaming sessions at once.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from stenoflow.audio.features import log_mel_spectrogram
 from stenoflow.audio.hush import HushWord, find_hush
@@ -24,6 +23,7 @@ from stenoflow.audio.io import load_audio, validate_samples
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.task import DecoderContext, DecodingTask, detect_language
 from stenoflow.decoding.transcribe import Segment, TranscribeOptions, TranscriptionInfo, transcribe
+from stenoflow.model.quant import Int8Linear, quantize_linear_layers
 from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import Tokenizer
 from stenoflow.weights.loaded import LoadedWeights
@@ -48,7 +48,7 @@ class Model:
         if compute == "float16" and not str(device).startswith("cuda"):
             raise ValueError("compute='float16' needs a CUDA device; use float32 or int8 on the CPU")
         if compute == "int8" and str(device) != "cpu":
-            raise ValueError("compute='int8' (dynamic quantisation) runs on the CPU only")
+            raise ValueError("compute='int8' runs on the CPU only")
         self.name = name
         self.device = torch.device(device)
         self.compute = compute
@@ -141,22 +141,13 @@ def _samples(audio: str | Path | np.ndarray) -> np.ndarray:
 
 
 def quantize_int8(model: Whisper) -> Whisper:
-    """Dynamic int8 quantisation of every linear layer, the tied output projection included.
-
-    Weights become int8 with per-channel scales; activations are quantised on the fly, so the
-    model needs no calibration data.
-    """
+    """int8 weights per output channel, activations per row at run time (as CTranslate2 does),
+    for every linear layer and the tied output projection (see :mod:`stenoflow.model.quant`)."""
     decoder = model.decoder
-    proj = nn.Linear(decoder.token_embedding.weight.shape[1], decoder.token_embedding.weight.shape[0], bias=False)
-    proj.weight = nn.Parameter(decoder.token_embedding.weight.detach().clone(), requires_grad=False)
-    decoder.logits_proj = proj
-    for module in model.modules():  # our Linear subclass quantises as the plain layer it is
-        if isinstance(module, nn.Linear):
-            module.__class__ = nn.Linear
-    with warnings.catch_warnings():  # torch.ao's eager quantisation warns of its future move
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    decoder.logits_proj = Int8Linear(decoder.token_embedding.weight, None)
+    decoder.proj_t = None
+    quantize_linear_layers(model)
+    return model
 
 
 def load_model(name_or_path: str, device: str = "cpu", compute: str = "float32",

@@ -35,7 +35,7 @@ def _temperatures(text: str) -> tuple[float, ...]:
 def add_model_args(p: argparse.ArgumentParser, default_compute: str = "float32") -> None:
     p.add_argument("--model", default="tiny.en", help="tiny.en, base, or a path to a model file/directory")
     p.add_argument("--compute", default=default_compute, choices=["float32", "int8", "float16"],
-                   help="precision: float32 (default), int8 (dynamic quantisation, CPU), float16 (CUDA)")
+                   help="precision: float32, int8 (per-channel weights, per-row activations; CPU), float16 (CUDA)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch (default: all cores)")
 

@@ -1,0 +1,91 @@
+"""int8 linear layers on the CPU, quantised the way CTranslate2 does it.
+
+Weights are int8 with one scale per output channel (row), so a row of small weights keeps its
+precision next to a row of large ones; activations are quantised on the fly, one scale per
+input row, so a token with outlier activations does not flatten the others. The product runs
+in integer arithmetic (int8 x int8 -> int32) and is rescaled to float32 by the two scales.
+
+Two kernels compute it, chosen by the number of rows:
+
+* many rows (the encoder, a decoder pass over a prompt or a draft): the activations are
+  quantised per row here and multiplied with ``torch._int_mm``;
+* a few rows (a decoding step): fbgemm's dynamic linear with the same per-channel weights
+  (its activation scale spans the whole input, which for one row is the row's own scale).
+  For the output projection over the vocabulary it is several times faster than ``_int_mm``.
+
+Both dequantise exactly the same int8 weights, and the float model is untouched: a model is
+quantised by replacing its layers (``quantize_linear_layers``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import Tensor, nn
+
+FEW_ROWS = 16  # at most this many rows take the fbgemm kernel
+
+
+def quantize_rows(weight: Tensor) -> tuple[Tensor, Tensor]:
+    """Symmetric int8 per output row: ``weight ≈ q * scale[:, None]``; returns (q, scale)."""
+    scale = weight.abs().amax(dim=1).clamp_min(1e-12) / 127.0
+    q = torch.round(weight / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+    return q, scale.float()
+
+
+def _prepack(q: Tensor, scale: Tensor, bias: Tensor | None) -> object:
+    """fbgemm's packed weight for ``quantized.linear_dynamic`` (per-channel int8 scales)."""
+    with warnings.catch_warnings():  # quantized tensor types are deprecated, not removed, in 2.x
+        warnings.simplefilter("ignore", UserWarning)
+        zero = torch.zeros(q.shape[0], dtype=torch.long)
+        qw = torch._make_per_channel_quantized_tensor(q, scale.double(), zero, 0)
+        return torch.ops.quantized.linear_prepack(qw, bias)
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T + b with W stored as per-row int8; x quantised per row at run time."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+        super().__init__()
+        q, scale = quantize_rows(weight.detach().float())
+        self.out_features, self.in_features = q.shape
+        # (in, out) view of the row-major int8 weight: the layout _int_mm reads fastest.
+        self.register_buffer("q", q)
+        self.register_buffer("scale", scale)
+        self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
+        self._packed = _prepack(q, scale, self.bias)
+
+    @classmethod
+    def from_linear(cls, layer: nn.Linear) -> Int8Linear:
+        return cls(layer.weight, layer.bias)
+
+    def dequantized(self) -> Tensor:
+        """The float weight these int8 values stand for (tests compare against it)."""
+        return self.q.float() * self.scale[:, None]
+
+    def forward(self, x: Tensor) -> Tensor:
+        shape = x.shape
+        rows = x.numel() // shape[-1]
+        flat = x.reshape(rows, shape[-1]).float()
+        if rows <= FEW_ROWS:
+            y = torch.ops.quantized.linear_dynamic(flat, self._packed, False)
+        else:
+            sx = flat.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127.0
+            xq = torch.round(flat / sx).to(torch.int8)
+            y = torch._int_mm(xq, self.q.t()).float() * (sx * self.scale)
+            if self.bias is not None:
+                y += self.bias
+        return y.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row"
+
+
+def quantize_linear_layers(module: nn.Module) -> None:
+    """Replace every ``nn.Linear`` below ``module`` (in place) by its ``Int8Linear``."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, nn.Linear):
+            setattr(module, name, Int8Linear.from_linear(child))
+        else:
+            quantize_linear_layers(child)

@@ -1,0 +1,70 @@
+"""int8 layers: per-row weight scales, both kernels, and a quantised model close to float32."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from stenoflow.model.quant import FEW_ROWS, Int8Linear, quantize_rows
+
+
+def test_rows_keep_their_own_scale() -> None:
+    w = torch.tensor([[1e-3, -2e-3, 5e-4], [10.0, -20.0, 5.0]])
+    q, scale = quantize_rows(w)
+    back = q.float() * scale[:, None]
+    # A per-tensor scale (20/127) would round the whole first row to zero.
+    assert torch.allclose(back, w, rtol=0.01, atol=0)
+    assert q.dtype == torch.int8 and int(q.abs().max()) == 127
+
+
+@pytest.mark.parametrize("rows", [1, 5, FEW_ROWS, FEW_ROWS + 1, 300])
+def test_int8_linear_matches_its_dequantized_weights(rows: int) -> None:
+    g = torch.Generator().manual_seed(rows)
+    layer = torch.nn.Linear(256, 384)
+    with torch.no_grad():
+        layer.weight.copy_(torch.randn(384, 256, generator=g) * torch.rand(384, 1, generator=g))
+    q = Int8Linear.from_linear(layer)
+    x = torch.randn(rows, 256, generator=g)
+    with torch.no_grad():
+        exact = x @ q.dequantized().t() + layer.bias
+        y, reference = q(x), layer(x)
+    assert y.shape == (rows, 384)
+    # Only the activations' rounding (8 bits per row) separates the two.
+    assert float((y - exact).norm() / exact.norm()) < 0.02
+    assert float((y - reference).norm() / reference.norm()) < 0.03
+
+
+def test_int8_linear_keeps_leading_shape() -> None:
+    q = Int8Linear(torch.randn(8, 4), None)
+    assert q(torch.randn(2, 3, 4)).shape == (2, 3, 8)
+    assert q(torch.randn(2, 20, 4)).shape == (2, 20, 8)
+
+
+@pytest.mark.slow
+def test_int8_model_logits_stay_close_to_float32(base: object, jfk_audio: np.ndarray) -> None:
+    """Teacher-forced on the float32 transcript of jfk.wav, base in int8 gives each token a log
+    probability within 0.5 nats of float32's and the same best token at >= 90 % of positions."""
+    from stenoflow.api import load_model
+    from stenoflow.decoding.options import DecodingOptions
+
+    fp32 = base
+    int8 = load_model("base", compute="int8")
+    mel = fp32.features(jfk_audio, padding=480000 - jfk_audio.size)  # type: ignore[attr-defined]
+    result = fp32.decode(mel, DecodingOptions(language="en", without_timestamps=True))  # type: ignore[attr-defined]
+    tok = fp32.tokenizer  # type: ignore[attr-defined]
+    seq = torch.tensor([[*tok.sot_sequence, tok.no_timestamps, *result.tokens, tok.eot]])
+    logprobs = []
+    for model in (fp32, int8):
+        with torch.inference_mode():
+            cross = model.whisper.decoder.cross_kv(model.encode(mel))
+            logits, _ = model.whisper.decoder(seq, cross, model.whisper.new_cache(1))
+        logprobs.append(logits[0].log_softmax(-1))
+    start = len(tok.sot_sequence)  # the position that predicts the first text token
+    chosen = seq[0, start + 1:, None]
+    lp32 = logprobs[0][start:-1].gather(1, chosen)
+    lp8 = logprobs[1][start:-1].gather(1, chosen)
+    assert float((lp32 - lp8).abs().max()) < 0.5
+    agree = (logprobs[0][start:-1].argmax(-1) == logprobs[1][start:-1].argmax(-1)).float().mean()
+    assert float(agree) >= 0.9
+    assert int8.transcribe(jfk_audio, beam_size=None)[0]  # the int8 model runs end to end
