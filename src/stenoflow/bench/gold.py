@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GOLD_VERSION = 1
+GOLD_VERSION = 2  # 2: word k starts at the attention row that predicts it (as openai-whisper)
 SAMPLE_RATE = 16000
 MAX_WINDOW_S = 28.0  # a little under 30 s, so the cut margins fit too
 EDGE_S = 0.3  # audio kept before the first and after the last sentence of a window

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from stenoflow.model.kv_cache import CrossKV
@@ -14,13 +15,18 @@ class Inference:
     ``forward_passes`` counts decoder calls: later strategies (reference verification,
     speculative decoding) are judged by how many they save. ``pass_rows`` holds the batch rows
     of each call after the prompt, the beam width beam pruning reduces.
+
+    With ``alignment_heads`` the cache also records those heads' cross-attention at every
+    position, so word timing needs no second pass over the decoded tokens.
     """
 
-    def __init__(self, model: Whisper, cross: CrossKV, batch: int, max_len: int | None = None) -> None:
+    def __init__(self, model: Whisper, cross: CrossKV, batch: int, max_len: int | None = None,
+                 alignment_heads: tuple[tuple[int, int], ...] | None = None) -> None:
         assert cross.k[0].shape[0] == 1, "one audio window per decoding"
         self.model = model
         self.cross = cross
-        self.cache = model.new_cache(batch, max_len)
+        alignment = (alignment_heads, cross.n_audio) if alignment_heads else None
+        self.cache = model.new_cache(batch, max_len, alignment)
         self.forward_passes = 0
         self.pass_rows: list[int] = []
 
@@ -28,21 +34,33 @@ class Inference:
     def length(self) -> int:
         return self.cache.length
 
-    def prefill(self, tokens: Tensor) -> Tensor:
+    def prefill(self, tokens: Tensor, logits_at: list[int]) -> Tensor:
         """Run the shared prompt (1, T) once and copy its keys/values to every row.
 
-        Returns the logits of every prompt position (1, T, V): the no-speech probability is read
-        at the start-of-transcript position.
+        Returns the logits (1, len(logits_at), V) at the prompt positions ``logits_at`` (the
+        start-of-transcript position gives the no-speech probability, the last one the first
+        token); the others are never projected onto the vocabulary.
         """
         assert tokens.shape[0] == 1 and self.cache.length == 0
-        one = self.model.new_cache(1, tokens.shape[1])
-        logits, _ = self.model.decoder(tokens, self.cross, one)
-        t = tokens.shape[1]
-        self.cache.k[:, :, :, :t] = one.k[:, :, :, :t]
-        self.cache.v[:, :, :, :t] = one.v[:, :, :, :t]
-        self.cache.length = t
+        at = torch.tensor(logits_at, dtype=torch.long)
+        if self.cache.batch == 1:
+            logits, _ = self.model.decoder(tokens, self.cross, self.cache, logits_at=at)
+        else:
+            one = self.model.new_cache(1, tokens.shape[1])
+            logits, _ = self.model.decoder(tokens, self.cross, one, logits_at=at)
+            t = tokens.shape[1]
+            self.cache.k[:, :, :, :t] = one.k[:, :, :, :t]
+            self.cache.v[:, :, :, :t] = one.v[:, :, :, :t]
+            self.cache.length = t
         self.forward_passes += 1
         return logits
+
+    def extend(self, tokens: Tensor) -> Tensor:
+        """Forced tokens (1, T) after the cached ones (one row): last position's logits (1, V)."""
+        assert self.cache.batch == 1
+        logits, _ = self.model.decoder(tokens, self.cross, self.cache, last_only=True)
+        self.forward_passes += 1
+        return logits[:, -1]
 
     def logits(self, tokens: Tensor) -> Tensor:
         """Next-token logits (B, V) for sequences tokens (B, T) that extend the cached ones."""
@@ -59,6 +77,12 @@ class Inference:
         self.forward_passes += 1
         self.pass_rows.append(new.shape[0])
         return logits
+
+    def attention(self, row: int = 0) -> Tensor | None:
+        """Recorded alignment-head attention of ``row`` at every cached position
+        (length, heads, n_audio), or None when the cache records none."""
+        att = self.cache.attention
+        return None if att is None else att[row, : self.cache.length]
 
     def rearrange(self, index: Tensor) -> None:
         self.cache.reorder(index)

@@ -87,7 +87,8 @@ def median_filter(x: torch.Tensor, width: int) -> torch.Tensor:
 def find_alignment(model: Whisper, tokenizer: Tokenizer, text_tokens: list[int], audio_features: torch.Tensor,
                    num_frames: int, alignment_heads: tuple[tuple[int, int], ...],
                    medfilt_width: int = 7) -> list[WordTiming]:
-    """Word timings (seconds from the window start) of ``text_tokens`` over ``num_frames`` mel frames."""
+    """Word timings (seconds from the window start) of ``text_tokens`` over ``num_frames`` mel frames,
+    from one teacher-forced decoder pass over them."""
     if not text_tokens:
         return []
     sot = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
@@ -98,27 +99,48 @@ def find_alignment(model: Whisper, tokenizer: Tokenizer, text_tokens: list[int],
     assert qks is not None
     probs = logits[0, len(sot) - 1 : -1].float().softmax(-1)
     token_probs = probs[torch.arange(len(text_tokens) + 1), tokens[0, len(sot):]].tolist()
+    # Rows: the queries that predict each text token and the end-of-text.
+    weights = torch.stack([qks[layer][0, head, len(sot) - 1 : -1] for layer, head in alignment_heads])
+    return timings_from_attention(weights.float().softmax(dim=-1), tokenizer, text_tokens, num_frames,
+                                  token_probs, medfilt_width)
 
-    n_audio = min(num_frames // 2, qks[0].shape[-1])
-    weights = torch.stack([qks[layer][0, head, :, :n_audio] for layer, head in alignment_heads])
-    weights = weights.float().softmax(dim=-1)
+
+def alignment_matrix(weights: torch.Tensor, medfilt_width: int = 7) -> torch.Tensor:
+    """Token-by-position similarity (rows, positions) from the alignment heads' attention
+    (heads, rows, positions): each head normalised over the rows, smoothed over time, averaged."""
     std, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)
-    weights = median_filter((weights - mean) / (std + 1e-8), medfilt_width)
-    matrix = weights.mean(dim=0)[len(sot) - 1 : -1]  # rows: <|notimestamps|>, text tokens
+    return median_filter((weights - mean) / (std + 1e-8), medfilt_width).mean(dim=0)
+
+
+def attended_positions(weights: torch.Tensor, medfilt_width: int = 7) -> list[int]:
+    """For each row of ``weights`` (heads, rows, positions), the audio position (20 ms each) the
+    alignment heads attend to most: where the token that row predicts is heard (AlignAtt)."""
+    if weights.shape[1] == 0:
+        return []
+    return alignment_matrix(weights, medfilt_width).argmax(dim=-1).tolist()
+
+
+def timings_from_attention(weights: torch.Tensor, tokenizer: Tokenizer, text_tokens: list[int], num_frames: int,
+                           token_probs: list[float] | None = None, medfilt_width: int = 7) -> list[WordTiming]:
+    """Word timings from the alignment heads' attention ``weights`` (heads, len(text_tokens) + 1,
+    audio positions), softmaxed; row i is the query that predicts text token i, the last row
+    the end-of-text. Decoding records these rows as it goes, so no second pass is needed."""
+    if not text_tokens:
+        return []
+    matrix = alignment_matrix(weights[..., : min(num_frames // 2, weights.shape[-1])], medfilt_width)
     rows, cols = dtw_path(-matrix.double().numpy())
 
     words, word_tokens = tokenizer.split_to_word_tokens([*text_tokens, tokenizer.eot])
     if len(word_tokens) <= 1:
         return []
     jumps = np.pad(np.diff(rows), (1, 0), constant_values=1).astype(bool)
-    jump_times = cols[jumps] / FRAMES_PER_SECOND  # start time of each matrix row
-    # Matrix row 0 is <|notimestamps|>; text token k is row k + 1, and the eot is the last row.
+    jump_times = cols[jumps] / FRAMES_PER_SECOND  # start time of each matrix row (text token)
     boundaries = np.pad(np.cumsum([len(t) for t in word_tokens[:-1]]), (1, 0))
-    starts = jump_times[np.minimum(boundaries[:-1] + 1, len(jump_times) - 1)]
-    ends = jump_times[np.minimum(boundaries[1:] + 1, len(jump_times) - 1)]
+    starts = jump_times[np.minimum(boundaries[:-1], len(jump_times) - 1)]
+    ends = jump_times[np.minimum(boundaries[1:], len(jump_times) - 1)]
     timings = []
     for k, (word, toks) in enumerate(zip(words[:-1], word_tokens[:-1])):
-        p = token_probs[boundaries[k] : boundaries[k + 1]]
+        p = token_probs[boundaries[k] : boundaries[k + 1]] if token_probs is not None else [float("nan")]
         timings.append(WordTiming(word, toks, float(starts[k]), float(ends[k]), float(np.mean(p))))
     return merge_punctuation(timings)
 

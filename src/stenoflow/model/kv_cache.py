@@ -29,11 +29,23 @@ class SelfAttentionCache:
         head_dim: int,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
+        alignment: tuple[tuple[tuple[int, int], ...], int] | None = None,
     ) -> None:
         shape = (n_layer, batch, n_head, max_len, head_dim)
         self.k = torch.empty(shape, dtype=dtype, device=device)
         self.v = torch.empty(shape, dtype=dtype, device=device)
         self.length = 0
+        # Attention of the alignment heads at every position (batch, max_len, n_heads, n_audio):
+        # the rows word timing needs, recorded by the passes that decode the tokens anyway.
+        self.attention: Tensor | None = None
+        self._heads: dict[int, tuple[list[int], list[int]]] = {}  # layer -> (heads, their slots)
+        if alignment is not None:
+            heads, n_audio = alignment
+            for slot, (layer, head) in enumerate(heads):
+                mine = self._heads.setdefault(layer, ([], []))
+                mine[0].append(head)
+                mine[1].append(slot)
+            self.attention = torch.zeros((batch, max_len, len(heads), n_audio), dtype=torch.float32, device=device)
 
     @property
     def batch(self) -> int:
@@ -52,6 +64,18 @@ class SelfAttentionCache:
         self.v[layer, :, :, offset:end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
+    def heads_of_layer(self, layer: int) -> list[int]:
+        """Alignment heads of ``layer`` whose attention this cache records."""
+        entry = self._heads.get(layer)
+        return entry[0] if entry else []
+
+    def record_attention(self, layer: int, weights: Tensor, offset: int) -> None:
+        """Store ``weights`` (batch, heads of this layer, T, n_audio) at positions offset.."""
+        assert self.attention is not None
+        slots = self._heads[layer][1]
+        n = min(weights.shape[-1], self.attention.shape[-1])
+        self.attention[:, offset : offset + weights.shape[2], slots, :n] = weights[..., :n].transpose(1, 2)
+
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search): rows may repeat or drop out."""
         n = self.length
@@ -63,10 +87,13 @@ class SelfAttentionCache:
                 src = index[moved]
                 self.k[:, moved, :, :n] = self.k[:, src, :, :n]
                 self.v[:, moved, :, :n] = self.v[:, src, :, :n]
+                if self.attention is not None:
+                    self.attention[moved, :n] = self.attention[src, :n]
         else:  # batch size changes: reallocate at the new size
-            k = self.k.index_select(1, index)
-            v = self.v.index_select(1, index)
-            self.k, self.v = k, v
+            self.k = self.k.index_select(1, index)
+            self.v = self.v.index_select(1, index)
+            if self.attention is not None:
+                self.attention = self.attention.index_select(0, index)
 
     def truncate(self, length: int) -> None:
         assert 0 <= length <= self.length

@@ -12,6 +12,7 @@ onto one set of names. Two departures from the reference implementation, both fo
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -104,21 +105,30 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.write(layer, k, v, cache.length)
         return self.out(self.merge(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
 
-    def cross_forward(self, x: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor | None]:
+    def cross_forward(self, x: Tensor, k: Tensor, v: Tensor,
+                      heads: Sequence[int] = ()) -> tuple[Tensor, Tensor | None]:
         """x (B, T, D) attends to one audio's k, v (1, H, S, D/H), or to one per row (B, H, S, D/H).
 
         With one audio shared by B beams, the beams are folded into the query axis: one
         attention over (1, H, B*T) queries reads the keys once instead of B broadcast copies.
         Cross-attention has no mask, so this is the same computation.
+
+        ``heads``: also return those heads' attention weights (B, len(heads), T, S), which
+        word alignment reads (a small product next to the attention itself).
         """
         b, t, d = x.shape
         q = self.query(x)
         if k.shape[0] == 1 and b > 1:
-            q = self.heads(q.reshape(1, b * t, d))
-            out = self.merge(F.scaled_dot_product_attention(q, k, v)).reshape(b, t, d)
+            out = self.merge(F.scaled_dot_product_attention(self.heads(q.reshape(1, b * t, d)), k, v)).reshape(b, t, d)
         else:
             out = self.merge(F.scaled_dot_product_attention(self.heads(q), k, v))
-        return self.out(out), None
+        weights = None
+        if heads:
+            index = torch.tensor(heads, device=x.device)
+            qh = self.heads(q).index_select(1, index)  # (B, h, T, D/H)
+            kh = k.index_select(1, index)  # (1 or B, h, S, D/H)
+            weights = ((qh @ kh.transpose(-1, -2)) / math.sqrt(qh.shape[-1])).float().softmax(dim=-1)
+        return self.out(out), weights
 
     def cross_forward_qk(self, x: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Cross-attention that also returns the pre-softmax scores (B, H, T, S) for alignment."""
@@ -212,9 +222,15 @@ class TextDecoder(nn.Module):
         cache: SelfAttentionCache | None,
         last_only: bool = False,
         return_cross_qk: bool = False,
+        logits_at: Tensor | None = None,
     ) -> tuple[Tensor, list[Tensor] | None]:
-        """tokens (B, T) continue the cached sequence; returns logits (B, T or 1, V) and,
-        when asked, each layer's cross-attention scores (B, H, T, S). The cache grows by T.
+        """tokens (B, T) continue the cached sequence; returns logits (B, T', V) and, when asked,
+        each layer's cross-attention scores (B, H, T, S). The cache grows by T.
+
+        Logits are projected at every new position (T' = T), at the last only (``last_only``),
+        or at the positions ``logits_at`` (indices into the T new ones): the projection onto the
+        vocabulary is the largest product of a pass, so a prompt is run without it. A cache with
+        alignment heads also records their attention at every new position (word timing).
 
         ``cache=None`` runs a whole sequence from position 0 with nothing stored: the path for
         teacher-forced training, where in-place cache writes would break autograd."""
@@ -233,13 +249,19 @@ class TextDecoder(nn.Module):
                 out, qk = block.cross_attn.cross_forward_qk(h, cross.k[i], cross.v[i])
                 qks.append(qk)
             else:
-                out, _ = block.cross_attn.cross_forward(h, cross.k[i], cross.v[i])
+                heads = cache.heads_of_layer(i) if cache is not None else ()
+                out, weights = block.cross_attn.cross_forward(h, cross.k[i], cross.v[i], heads)
+                if weights is not None:
+                    assert cache is not None
+                    cache.record_attention(i, weights, offset)
             x = x + out
             x = x + block.mlp(block.mlp_ln(x))
         if cache is not None:
             cache.length = offset + t
         if last_only:
             x = x[:, -1:]
+        elif logits_at is not None:
+            x = x.index_select(1, logits_at)
         return self.project(self.ln(x)), qks
 
 
@@ -264,7 +286,10 @@ class Whisper(nn.Module):
         self.decoder.proj_t = self.decoder.token_embedding.weight.detach().t().contiguous()
         return self
 
-    def new_cache(self, batch: int, max_len: int | None = None) -> SelfAttentionCache:
+    def new_cache(self, batch: int, max_len: int | None = None,
+                  alignment: tuple[tuple[tuple[int, int], ...], int] | None = None) -> SelfAttentionCache:
+        """A decoder cache for ``batch`` rows of up to ``max_len`` tokens. ``alignment`` =
+        (alignment heads as (layer, head), audio positions): also record those heads' attention."""
         d = self.dims
         p = self.decoder.positional_embedding
         return SelfAttentionCache(
@@ -275,4 +300,5 @@ class Whisper(nn.Module):
             d.n_text_state // d.n_text_head,
             dtype=p.dtype,
             device=p.device,
+            alignment=alignment,
         )
