@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from stenoflow.api import Model
-from stenoflow.decoding.guided import DraftVerifier, ReferenceGuidedDecoder
+from stenoflow.decoding.guided import UNSURE, DraftVerifier, ReferenceGuidedDecoder
 from stenoflow.decoding.options import DecodingOptions, DecodingResult, verify_options
 from stenoflow.decoding.reference import (
     ALIGN_FAILED,
@@ -189,6 +189,31 @@ def test_fallback_expands_the_single_row_into_a_fresh_beam() -> None:
     fresh = BeamSearchDecoder(3, EOT).update(tokens.repeat(3, 1), logits.repeat(3, 1), torch.zeros(3))
     assert torch.equal(step.tokens, fresh.tokens) and torch.equal(step.sum_logprobs, fresh.sum_logprobs)
     assert sorted(step.tokens[:, -1].tolist()) == [5, 28, 29]
+
+
+def test_the_gate_opens_the_beam_where_the_draft_is_unsure() -> None:
+    """The draft says 0 then 1. The model agrees both times, surely at the first token (its
+    best leads by 4 nats) and barely at the second (0.2 nats): the gate keeps one row for the
+    first and opens the full beam at the second, where a draft alone would have stayed."""
+    prompt = [20, 21]
+    sure = torch.zeros(1, V)
+    sure[0, 0] = 4.0
+    unsure = torch.zeros(1, V)
+    unsure[0, 1], unsure[0, 6] = 2.0, 1.8
+    gated = ReferenceGuidedDecoder(ReferenceMatcher((0, 1), skippable), BeamSearchDecoder(3, EOT), 3, EOT, None,
+                                   max_length=40, gate=1.0)
+    step = gated.update(torch.tensor([prompt]), sure, torch.zeros(1))
+    assert step.tokens.tolist() == [[*prompt, 0]] and gated.guided
+    step = gated.update(step.tokens, unsure, step.sum_logprobs)
+    assert not gated.guided and gated.fallbacks == [UNSURE]
+    assert step.parents is not None and step.tokens.shape[0] == 3  # the full beam, rooted at the prefix
+    assert {1, 6} <= set(step.tokens[:, -1].tolist())  # the runner-up the single row would have lost
+
+    ungated = ReferenceGuidedDecoder(ReferenceMatcher((0, 1), skippable), BeamSearchDecoder(3, EOT), 3, EOT, None,
+                                     max_length=40)
+    step = ungated.update(torch.tensor([prompt]), sure, torch.zeros(1))
+    step = ungated.update(step.tokens, unsure, step.sum_logprobs)
+    assert ungated.guided and step.tokens.tolist() == [[*prompt, 0, 1]]
 
 
 # --- real speech ----------------------------------------------------------------------------

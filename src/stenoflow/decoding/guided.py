@@ -40,7 +40,14 @@ from torch import Tensor
 
 from stenoflow.decoding.inference import Inference
 from stenoflow.decoding.logit_filters import LogitFilter
-from stenoflow.decoding.reference import ALIGN_FAILED, FALLBACK_REASONS, ReferenceMatcher, Verdict
+from stenoflow.decoding.reference import (
+    ALIGN_FAILED,
+    FALLBACK_REASONS,
+    MISMATCH,
+    DraftMatcher,
+    ReferenceMatcher,
+    Verdict,
+)
 from stenoflow.decoding.strategies import Step, TokenDecoder
 
 log = logging.getLogger(__name__)
@@ -70,6 +77,15 @@ class DraftVerifier:
             yield row
 
 
+UNSURE = "unsure"  # the confidence gate opened the beam: the best token did not lead by enough
+
+
+def top_margin(logits: Tensor) -> float:
+    """How far (nats) the best token's log probability leads the second's, for logits (1, V)."""
+    top = F.log_softmax(logits[0].float(), dim=-1).topk(2).values
+    return float(top[0] - top[1])
+
+
 class ReferenceGuidedDecoder:
     """A ``TokenDecoder`` that runs at one row while the best tokens follow the reference.
 
@@ -78,16 +94,22 @@ class ReferenceGuidedDecoder:
     in verify mode, where following the reference costs nothing and drafting resumes as soon
     as the matcher re-aligns. ``max_length`` bounds a row's length (prompt included) as the
     task's loop does, so that drafting never runs past the sample length or the cache.
+
+    With a confidence ``gate`` (nats, beam_size > 1) the single row must also be sure of itself:
+    the beam opens where the best token leads the second by less than the gate or where the
+    model disagrees with the reference; running out of reference (or having none) is not a
+    reason, so past the draft decoding stays greedy while it is sure.
     """
 
-    def __init__(self, matcher: ReferenceMatcher, fallback: TokenDecoder, beam_size: int, eot: int,
-                 verifier: DraftVerifier | None, max_length: int) -> None:
+    def __init__(self, matcher: ReferenceMatcher | DraftMatcher, fallback: TokenDecoder, beam_size: int, eot: int,
+                 verifier: DraftVerifier | None, max_length: int, gate: float | None = None) -> None:
         self.matcher = matcher
         self.fallback = fallback
         self.beam_size = beam_size
         self.eot = eot
         self.verifier = verifier
         self.max_length = max_length
+        self.gate = gate if beam_size > 1 else None
         self.resync = verifier is not None and beam_size == 1
         self.guided = True  # one row under the reference; False once the fallback took over
         self.searching = False  # lost the reference and looking for it again (resync only)
@@ -105,14 +127,17 @@ class ReferenceGuidedDecoder:
             return self.fallback.update(tokens, logits, sum_logprobs)
         assert tokens.shape[0] == 1, "reference-guided decoding keeps one row until it falls back"
         token = int(logits[0].argmax())
-        if not self._follows(self.matcher.observe(token)):
+        if not self._sure(logits) or not self._follows(self.matcher.observe(token)):
             return self._fall_back(tokens, logits, sum_logprobs)
+        before = float(sum_logprobs[0])
         tokens, sum_logprobs = self._append(tokens, sum_logprobs, token, logits)
+        logprob = (float(sum_logprobs[0]) - before,)
         if token == self.eot:
-            return Step(tokens, sum_logprobs, True)
+            return Step(tokens, sum_logprobs, True, logprobs=logprob)
         if self.verifier is not None and self.matcher.aligned:
-            return self._verify(self.verifier, tokens, sum_logprobs)
-        return Step(tokens, sum_logprobs, False)
+            step = self._verify(self.verifier, tokens, sum_logprobs)
+            return replace(step, logprobs=logprob + step.logprobs) if step.logprobs is not None else step
+        return Step(tokens, sum_logprobs, False, logprobs=logprob)
 
     def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
         return self.fallback.finalize(tokens, sum_logprobs)
@@ -121,7 +146,7 @@ class ReferenceGuidedDecoder:
         out = {key: float(self.counts[key]) for key in ("matched_tokens", "verify_passes", "draft_tokens",
                                                         "draft_accepted")}
         reasons = Counter(self.fallbacks)
-        out.update({f"fallback_{r.replace('-', '_')}": float(reasons[r]) for r in FALLBACK_REASONS})
+        out.update({f"fallback_{r.replace('-', '_')}": float(reasons[r]) for r in (*FALLBACK_REASONS, UNSURE)})
         return out
 
     # --- internals --------------------------------------------------------------------------
@@ -132,27 +157,41 @@ class ReferenceGuidedDecoder:
         # Room for the draft and one more token within the length limit and the cache.
         draft = self.matcher.draft(min(self.max_length - n - 1, inference.cache.max_len - n))
         if not draft:
-            return Step(tokens, sum_logprobs, False)
+            return Step(tokens, sum_logprobs, False, logprobs=())
         seq = torch.cat([tokens, torch.tensor([draft], dtype=tokens.dtype, device=tokens.device)], dim=1)
         self.counts["verify_passes"] += 1
         self.counts["draft_tokens"] += len(draft)
+        accepted: list[float] = []
         for j, row in enumerate(verifier.positions(seq)):
             token = int(row[0].argmax())
-            verdict = self.matcher.observe(token)
-            if verdict is Verdict.MATCH and j < len(draft) and token == draft[j]:
+            sure = j >= len(draft) or self.gate is None or top_margin(row) >= self.gate
+            verdict = self.matcher.observe(token) if sure else Verdict.SKIP
+            if sure and verdict is Verdict.MATCH and j < len(draft) and token == draft[j]:
                 self._follows(verdict)
-                sum_logprobs = sum_logprobs + F.log_softmax(row[0].float(), dim=-1)[token]
+                logprob = F.log_softmax(row[0].float(), dim=-1)[token]
+                sum_logprobs = sum_logprobs + logprob
+                accepted.append(float(logprob))
                 self.counts["draft_accepted"] += 1
                 continue
-            # The model's token differs from the draft's (in kind, or only in case): the draft
-            # after position j is not what it would feed, so forget those keys.
+            # The model's token differs from the draft's (in kind, or only in case), or it is
+            # unsure: the draft after position j is not what it would feed, so forget those keys.
             inference.rollback(n + j)
             prefix = seq[:, : n + j]
-            if not self._follows(verdict):
-                return self._fall_back(prefix, row, sum_logprobs)
+            if not self._sure(row) or not self._follows(verdict):
+                step = self._fall_back(prefix, row, sum_logprobs)
+                return replace(step, logprobs=None) if step.tokens.shape[0] > 1 else \
+                    replace(step, logprobs=(*accepted, *(step.logprobs or ())))
+            before = float(sum_logprobs[0])
             prefix, sum_logprobs = self._append(prefix, sum_logprobs, token, row)
-            return Step(prefix, sum_logprobs, token == self.eot)
+            return Step(prefix, sum_logprobs, token == self.eot, logprobs=(*accepted, float(sum_logprobs[0]) - before))
         raise AssertionError("the position after the last draft token always stops verification")
+
+    def _sure(self, logits: Tensor) -> bool:
+        """The confidence gate: whether the best token leads by enough to stay at one row."""
+        if self.gate is None or top_margin(logits) >= self.gate:
+            return True
+        self.fallbacks.append(UNSURE)
+        return False
 
     def _follows(self, verdict: Verdict) -> bool:
         """Whether decoding stays at one row; records why it does not."""
@@ -163,6 +202,8 @@ class ReferenceGuidedDecoder:
             return True
         reason = self.matcher.reason
         assert reason is not None
+        if self.gate is not None and reason != MISMATCH:
+            return True  # no reference (left) to follow: the gate alone decides
         if not (self.searching and reason == ALIGN_FAILED):  # one record per lost reference
             self.fallbacks.append(reason)
             log.debug("reference fallback: %s", reason)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from torch import Tensor
+
 SUPPRESS_NON_SPEECH = "-1"  # in suppress_tokens: the tokenizer's non-speech symbol set
 
 
@@ -32,7 +34,16 @@ class DecodingOptions:
     # Beam pruning: the previous streaming round's hypothesis for this buffer; decoding keeps
     # one row while it follows its word tokens (punctuation, timestamps, specials are ignored).
     reference: tuple[int, ...] | None = None
-    reference_mode: str | None = None  # "prune": match token by token; "verify": in one pass
+    # "prune": match word tokens one by one; "verify": word tokens, checked in one pass;
+    # "draft": the reference is the exact continuation (every token), checked in one pass.
+    reference_mode: str | None = None
+    # Confidence gate (nats): decoding stays at one row while the best token leads the second by
+    # at least this much (and agrees with the reference, if any); below it, or where the model
+    # disagrees with the reference, beam search takes over. None: no gate (see decoding.guided).
+    beam_gate: float | None = None
+    # Record the alignment heads' cross-attention of the decoded tokens in the result (word
+    # timing without a second pass); kept only when the result is a single decoded row.
+    record_alignment: bool = False
 
 
 @dataclass
@@ -48,6 +59,12 @@ class DecodingResult:
     compression_ratio: float = float("nan")
     stats: dict[str, float] = field(default_factory=dict)  # forward passes, beam widths...
     fallbacks: list[str] = field(default_factory=list)  # why reference-guided decoding fell back
+    # With record_alignment, at one row: the alignment heads' attention (rows, heads, audio
+    # positions) of the queries that predicted the prefix tokens, then ``tokens``, then the
+    # end-of-text: len(prefix) + len(tokens) + 1 rows (word timing of text without timestamps).
+    alignment: Tensor | None = None
+    ended: bool = True  # the decoder chose end-of-text (False: stopped by the length limit)
+    token_logprobs: list[float] | None = None  # at one row: the log probability of each token
 
 
 def verify_options(options: DecodingOptions, multilingual: bool) -> None:
@@ -77,7 +94,7 @@ def verify_options(options: DecodingOptions, multilingual: bool) -> None:
         raise ValueError(f"an English-only model cannot transcribe language {options.language!r}")
 
 
-REFERENCE_MODES = ("prune", "verify")
+REFERENCE_MODES = ("prune", "verify", "draft")
 
 
 def verify_reference(options: DecodingOptions) -> None:
@@ -92,3 +109,8 @@ def verify_reference(options: DecodingOptions) -> None:
                          "drop it when sampling at a higher temperature")
     if reference is not None and not isinstance(reference, tuple):
         raise ValueError(f"reference must be a tuple of token ids, got {type(reference).__name__}")
+    gate = options.beam_gate
+    if gate is not None and not gate >= 0:
+        raise ValueError(f"beam_gate must be >= 0 nats or None, got {gate}")
+    if gate is not None and options.temperature > 0:
+        raise ValueError("beam_gate chooses between greedy and beam search (temperature 0)")

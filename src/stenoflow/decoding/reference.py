@@ -146,3 +146,65 @@ class ReferenceMatcher:
         self.cursor, self.skips = None, 0
         self.reason = reason
         return Verdict.FALLBACK
+
+
+class DraftMatcher:
+    """Follows a hypothesis along an exact draft (text and timestamp tokens), for ``draft`` mode.
+
+    Text tokens must equal the draft's; a timestamp matches any timestamp in the draft (its value
+    may differ by a step, and the verifier stops at such a difference anyway), a timestamp where
+    the draft has text is skipped, and timestamps in the draft where the hypothesis goes on with
+    text are passed over. Same interface as ``ReferenceMatcher``; after a mismatch it re-aligns
+    on a later text token, searching from where the match broke.
+    """
+
+    def __init__(self, draft: Iterable[int], timestamp_begin: int) -> None:
+        self.reference = tuple(draft)
+        self.timestamp_begin = timestamp_begin
+        self.cursor: int | None = 0 if self.reference else None
+        self.search_from = 0
+        self.reason: str | None = None
+
+    def restart(self) -> None:
+        self.cursor, self.search_from, self.reason = (0 if self.reference else None), 0, None
+
+    @property
+    def aligned(self) -> bool:
+        return self.cursor is not None
+
+    def observe(self, token: int) -> Verdict:
+        ref, tb = self.reference, self.timestamp_begin
+        if self.cursor is None:
+            if token >= tb:
+                return Verdict.SKIP
+            try:
+                self.cursor = ref.index(token, self.search_from) + 1
+            except ValueError:
+                self.reason = ALIGN_FAILED
+                return Verdict.FALLBACK
+            return Verdict.MATCH
+        if token >= tb:
+            if self.cursor < len(ref) and ref[self.cursor] >= tb:
+                self.cursor += 1
+                return Verdict.MATCH
+            return Verdict.SKIP
+        while self.cursor < len(ref) and ref[self.cursor] >= tb:
+            self.cursor += 1
+        if self.cursor >= len(ref):
+            return self._fallback(EXHAUSTED)
+        if ref[self.cursor] != token:
+            return self._fallback(MISMATCH)
+        self.cursor += 1
+        return Verdict.MATCH
+
+    def draft(self, limit: int) -> tuple[int, ...]:
+        if self.cursor is None or limit <= 0:
+            return ()
+        return self.reference[self.cursor : self.cursor + limit]
+
+    def _fallback(self, reason: str) -> Verdict:
+        if self.cursor is not None:
+            self.search_from = self.cursor
+        self.cursor = None
+        self.reason = reason
+        return Verdict.FALLBACK

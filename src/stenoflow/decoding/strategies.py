@@ -30,6 +30,8 @@ class Step:
     sum_logprobs: Tensor  # (B',) log probability of each row's sampled tokens
     done: bool  # every row has ended (or enough candidates have)
     parents: Tensor | None = None  # (B',) row of the previous batch each row continues; None: row i
+    # At one row: the log probability of each token this step appended (None: not reported).
+    logprobs: tuple[float, ...] | None = None
 
 
 class TokenDecoder(Protocol):
@@ -66,7 +68,8 @@ class GreedyDecoder:
         sum_logprobs = sum_logprobs + current.masked_fill(finished, 0.0)
         next_tokens = next_tokens.masked_fill(finished, self.eot)
         tokens = torch.cat([tokens, next_tokens[:, None]], dim=-1)
-        return Step(tokens, sum_logprobs, bool((next_tokens == self.eot).all()))
+        single = (float(current[0]),) if tokens.shape[0] == 1 else None
+        return Step(tokens, sum_logprobs, bool((next_tokens == self.eot).all()), logprobs=single)
 
     def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
         tokens = F.pad(tokens, (0, 1), value=self.eot)  # every row ends with end-of-text
@@ -183,6 +186,7 @@ class MaximumLikelihoodRanker:
         self.length_penalty = length_penalty
 
     def score(self, logprob: float, length: int) -> float:
+        length = max(length, 1)  # an empty transcript (end-of-text first, after a forced prefix)
         if self.length_penalty is None:
             return logprob / length
         return logprob / (((5 + length) / 6) ** self.length_penalty)

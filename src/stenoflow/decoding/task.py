@@ -31,7 +31,7 @@ from stenoflow.decoding.options import (
     DecodingResult,
     verify_options,
 )
-from stenoflow.decoding.reference import ReferenceMatcher, TokenKinds
+from stenoflow.decoding.reference import DraftMatcher, ReferenceMatcher, TokenKinds
 from stenoflow.decoding.repetition import LoopRule, StopLoops
 from stenoflow.decoding.strategies import (
     BeamSearchDecoder,
@@ -59,6 +59,7 @@ class DecoderContext:
     model: Whisper
     tokenizer: Tokenizer
     non_speech_tokens: tuple[int, ...]
+    alignment_heads: tuple[tuple[int, int], ...] = ()  # (layer, head) pairs that follow the audio
 
 
 @torch.inference_mode()
@@ -86,14 +87,23 @@ class DecodingTask:
         self.n_group = options.beam_size or options.best_of or 1
 
     # --- set-up ---------------------------------------------------------------------------
+    def prefix_tokens(self, tok: Tokenizer) -> list[int]:
+        """The forced start of the transcript, as token ids (the end of a long one)."""
+        o = self.options
+        if not o.prefix:
+            return []
+        prefix = tok.encode(" " + o.prefix.strip()) if isinstance(o.prefix, str) else list(o.prefix)
+        room = self.n_ctx // 2 - len(tok.sot_sequence) - int(o.without_timestamps)
+        if len(prefix) > room and prefix[0] >= tok.timestamp_begin:
+            return [prefix[0], *prefix[len(prefix) - room + 1 :]]  # keep the opening timestamp
+        return prefix[-room:]
+
     def initial_tokens(self, tok: Tokenizer) -> list[int]:
         o = self.options
         tokens = list(tok.sot_sequence)
         if o.without_timestamps:
             tokens.append(tok.no_timestamps)
-        if o.prefix:
-            prefix = tok.encode(" " + o.prefix.strip()) if isinstance(o.prefix, str) else list(o.prefix)
-            tokens += prefix[-(self.n_ctx // 2 - len(tokens)) :]
+        tokens += self.prefix_tokens(tok)
         if o.prompt:
             prompt = tok.encode(" " + o.prompt.strip()) if isinstance(o.prompt, str) else list(o.prompt)
             tokens = [tok.sot_prev, *prompt[-(self.n_ctx // 2 - 1) :], *tokens]
@@ -123,8 +133,13 @@ class DecodingTask:
             if o.max_initial_timestamp is not None:
                 max_initial = round(o.max_initial_timestamp / TIME_PRECISION)
             last = None if o.max_timestamp is None else math.ceil(o.max_timestamp / TIME_PRECISION - 1e-6)
+            # A prefix that opens with a timestamp is a segment in progress: the timestamp rules
+            # read it as already sampled, so decoding continues its text instead of opening a
+            # new segment at once.
+            prefix = self.prefix_tokens(tok)
+            rules_begin = sample_begin - len(prefix) if prefix and prefix[0] >= tok.timestamp_begin else sample_begin
             filters.append(ApplyTimestampRules(tok.eot, tok.no_timestamps, tok.timestamp_begin,
-                                               sample_begin, max_initial, last))
+                                               rules_begin, max_initial, last))
         if o.stop_loops:
             filters.append(StopLoops(LoopRule(), tok.eot, sample_begin))  # last: it may leave only end-of-text
         return filters
@@ -137,46 +152,97 @@ class DecodingTask:
 
     def guided_strategy(self, tok: Tokenizer, inference: Inference, filters: list[LogitFilter],
                         max_length: int) -> ReferenceGuidedDecoder:
-        """The plain strategy behind a reference: one row while the reference holds (beam pruning)."""
+        """The plain strategy behind a reference (or a confidence gate): one row while it holds."""
         o = self.options
-        assert o.reference is not None and o.reference_mode is not None
-        kinds = TokenKinds(tok)
-        matcher = ReferenceMatcher(o.reference, kinds.skippable, kinds.key)
-        verifier = DraftVerifier(inference, filters) if o.reference_mode == "verify" else None
-        return ReferenceGuidedDecoder(matcher, self.strategy(tok), o.beam_size or 1, tok.eot, verifier, max_length)
+        matcher: ReferenceMatcher | DraftMatcher
+        if o.reference_mode == "draft" or o.reference is None:
+            matcher = DraftMatcher(o.reference or (), tok.timestamp_begin)  # the exact continuation
+        else:
+            kinds = TokenKinds(tok)
+            matcher = ReferenceMatcher(o.reference, kinds.skippable, kinds.key)
+        verifier = DraftVerifier(inference, filters) if o.reference_mode in ("verify", "draft") else None
+        return ReferenceGuidedDecoder(matcher, self.strategy(tok), o.beam_size or 1, tok.eot, verifier, max_length,
+                                      o.beam_gate)
 
-    # --- the loop ---------------------------------------------------------------------------
-    @torch.inference_mode()
-    def run(self, audio_features: Tensor | CrossKV) -> DecodingResult:
-        """Decode one window from its encoder output (1, S, D) or its precomputed cross K/V."""
+    def single_row(self) -> bool:
+        """Whether decoding starts at one row: under a reference or a confidence gate."""
+        o = self.options
+        return o.reference_mode is not None or (o.beam_gate is not None and (o.beam_size or 1) > 1)
+
+    def tokenizer(self, cross: CrossKV) -> tuple[Tokenizer, str, dict[str, float] | None]:
+        """The tokenizer for this decoding's language and task (detecting the language if unset)."""
         ctx, o = self.ctx, self.options
-        cross = audio_features if isinstance(audio_features, CrossKV) else ctx.model.decoder.cross_kv(audio_features)
         tok = ctx.tokenizer.with_options(o.language, o.task)
         language_probs = None
         if o.language is None and tok.multilingual:
             language, language_probs = detect_language(ctx, cross)
             tok = tok.with_options(language, o.task)
-        language = tok.language if tok.multilingual else "en"
+        return tok, (tok.language if tok.multilingual else "en"), language_probs
+
+    @torch.inference_mode()
+    def prefill(self, cross: CrossKV) -> Prefilled:
+        """Run this decoding's prompt (the initial tokens) through the decoder: the part of a
+        decoding that does not depend on the tokens a previous one is still deciding."""
+        if self.options.language is None and self.ctx.tokenizer.multilingual:
+            raise ValueError("a prefilled decoding needs its language: set DecodingOptions.language")
+        tok, _, _ = self.tokenizer(cross)
+        initial = self.initial_tokens(tok)
+        inference = Inference(self.ctx.model, cross, 1, self.n_ctx, self._alignment_heads())
+        logits = inference.prefill(torch.tensor([initial]), [initial.index(tok.sot), len(initial) - 1])
+        return Prefilled(inference, tuple(initial), logits)
+
+    def _alignment_heads(self) -> tuple[tuple[int, int], ...] | None:
+        return self.ctx.alignment_heads if self.options.record_alignment and self.ctx.alignment_heads else None
+
+    # --- the loop ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def run(self, audio_features: Tensor | CrossKV, prefilled: Prefilled | None = None) -> DecodingResult:
+        """Decode one window from its encoder output (1, S, D) or its precomputed cross K/V.
+
+        ``prefilled``: the cache already holds the first initial tokens of this decoding (from
+        ``prefill`` of a task whose initial tokens are a prefix of these, on the same audio);
+        the rest of them are fed in one pass. Decoding then starts at one row.
+        """
+        ctx, o = self.ctx, self.options
+        if prefilled is not None:
+            cross = prefilled.inference.cross
+        else:
+            cross = audio_features if isinstance(audio_features, CrossKV) else ctx.model.decoder.cross_kv(audio_features)
+        tok, language, language_probs = self.tokenizer(cross)
 
         initial = self.initial_tokens(tok)
         sample_begin = len(initial)
         sot_index = initial.index(tok.sot)
         width = self.n_group if o.temperature > 0 or (o.beam_size or 1) > 1 else 1
-        n = 1 if o.reference_mode is not None else width  # a reference starts at one row
-        inference = Inference(ctx.model, cross, n, min(self.n_ctx, sample_begin + self.sample_len + 1))
+        n = 1 if self.single_row() else width
+        if prefilled is None:
+            inference = Inference(ctx.model, cross, n, min(self.n_ctx, sample_begin + self.sample_len + 1),
+                                  self._alignment_heads())
+            prompt_logits = inference.prefill(torch.tensor([initial]), [sot_index, sample_begin - 1])
+            logits = prompt_logits[:, 1]
+        else:
+            inference, prompt_logits = prefilled.inference, prefilled.logits
+            done = len(prefilled.tokens)
+            if tuple(initial[:done]) != prefilled.tokens or sot_index >= done:
+                raise ValueError("the prefilled tokens do not start this decoding's initial tokens")
+            rest = initial[done:]
+            logits = inference.extend(torch.tensor([rest])) if rest else prompt_logits[:, 1]
+            if n > 1:  # every beam starts from the one prefilled row
+                inference.rearrange(torch.zeros(n, dtype=torch.long))
+        no_speech_prob = float(prompt_logits[0, 0].float().softmax(-1)[tok.no_speech])
         filters = self.logit_filters(tok, sample_begin)
-        max_length = sample_begin + self.sample_len
+        max_length = min(sample_begin + self.sample_len, inference.cache.max_len)
         guided: ReferenceGuidedDecoder | None = None
-        if o.reference_mode is not None:
+        if self.single_row():
             guided = self.guided_strategy(tok, inference, filters, max_length)
         decoder: TokenDecoder = guided if guided is not None else self.strategy(tok)
 
-        prompt_logits = inference.prefill(torch.tensor([initial]))
-        no_speech_prob = float(prompt_logits[0, sot_index].float().softmax(-1)[tok.no_speech])
-        logits = prompt_logits[:, -1].expand(n, -1).clone()
+        logits = logits.expand(n, -1).clone()
         tokens = torch.tensor([initial]).repeat(n, 1)
         sum_logprobs = torch.zeros(n)
         first = True
+        ended = False
+        token_logprobs: dict[int, float] = {}  # at one row: position -> log probability
         # A step may append several tokens (verified drafts): the limit is on the length.
         while tokens.shape[1] < max_length:
             if not first:
@@ -187,8 +253,14 @@ class DecodingTask:
             step = decoder.update(tokens, logits, sum_logprobs)
             if step.parents is not None:
                 inference.rearrange(step.parents)
+            if step.logprobs is not None and step.tokens.shape[0] == 1:
+                start = step.tokens.shape[1] - len(step.logprobs)
+                token_logprobs.update(zip(range(start, step.tokens.shape[1]), step.logprobs))
             tokens, sum_logprobs = step.tokens, step.sum_logprobs
-            if step.done or tokens.shape[1] > min(self.n_ctx, inference.cache.max_len):
+            if step.done:
+                ended = True
+                break
+            if tokens.shape[1] > min(self.n_ctx, inference.cache.max_len):
                 break
 
         candidates, scores = decoder.finalize(tokens, sum_logprobs)
@@ -196,6 +268,16 @@ class DecodingTask:
         best = MaximumLikelihoodRanker(o.length_penalty).rank([len(s) for s in seqs], scores[0])
         out = seqs[best]
         text = tok.decode(out)
+        alignment = None
+        single = tokens.shape[0] == 1 and tokens[0, sample_begin:].tolist()[: len(out)] == out
+        positions = range(sample_begin, sample_begin + len(out))
+        logprobs = [token_logprobs[p] for p in positions] if single and all(p in token_logprobs for p in positions) \
+            else None
+        if o.record_alignment and single:
+            rows = inference.attention(0)
+            if rows is not None:  # row p is the query at position p, which predicts token p + 1
+                text_start = sot_index + len(tok.sot_sequence) + int(o.without_timestamps)  # the prefix
+                alignment = rows[text_start - 1 : sample_begin + len(out)].clone()
         return DecodingResult(
             tokens=out,
             text=text,
@@ -208,6 +290,9 @@ class DecodingTask:
             compression_ratio=compression_ratio(text),
             stats=self._stats(inference, decoder, width),
             fallbacks=list(guided.fallbacks) if guided is not None else [],
+            alignment=alignment,
+            ended=ended,
+            token_logprobs=logprobs,
         )
 
     @staticmethod
@@ -227,3 +312,12 @@ class DecodingTask:
     def _strip(seq: list[int], sample_begin: int, eot: int) -> list[int]:
         seq = seq[sample_begin:]
         return seq[: seq.index(eot)] if eot in seq else seq
+
+
+@dataclass(frozen=True)
+class Prefilled:
+    """A decoding whose first initial tokens already went through the decoder (one row)."""
+
+    inference: Inference  # its cache holds ``tokens``
+    tokens: tuple[int, ...]
+    logits: Tensor  # (1, 2, V) at the start-of-transcript position and at the last token
