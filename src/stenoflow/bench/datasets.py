@@ -17,13 +17,9 @@ directory (the repository root, where ``scripts/setup.sh`` puts ``jfk.wav``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -32,14 +28,22 @@ import numpy as np
 import soundfile as sf
 
 from stenoflow.bench import mixing
-from stenoflow.bench.text_pool import TextPools, load_pools
-from stenoflow.bench.tts import (
-    DEFAULT_VOICES,
-    SAMPLE_RATE,
-    Voice,
-    available_voices,
-    synthesize,
+from stenoflow.bench.clips import (
+    Clip,
+    SentenceSpan,
+    Timeline,
+    data_dir,
+    load_cached,
+    resolve_voices,
+    speech,
+    stable_int,
+    write_clip,
 )
+from stenoflow.bench.text_pool import TextPools, load_pools
+from stenoflow.bench.tts import SAMPLE_RATE, Voice
+
+__all__ = ["JFK_TEXT", "Clip", "SentenceSpan", "build_default_sets", "data_dir", "jfk", "long_form",
+           "short_clips", "streams"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,42 +65,6 @@ LONG_FLOOR_SNR_DB = 50.0
 SPEEDS = (0.92, 1.06)
 _GOLDEN = 0.6180339887498949
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-
-SentenceSpan = tuple[float, float, str]
-
-
-@dataclass(frozen=True)
-class Clip:
-    """One evaluation clip: the wav on disk and what is known to be said in it.
-
-    ``sentences`` holds ``(start_s, end_s, text)`` for every sentence, with the times marking
-    the voiced extent of that sentence in the file; ``sentence_voices`` says who spoke each.
-    """
-
-    audio_path: Path
-    text: str
-    voice: str
-    duration: float
-    sentences: tuple[SentenceSpan, ...] = ()
-    sentence_voices: tuple[str, ...] = ()
-    name: str = ""
-    noise_snr_db: float | None = None
-    sample_rate: int = SAMPLE_RATE
-
-    @property
-    def words(self) -> list[str]:
-        return self.text.split()
-
-    def load_audio(self) -> np.ndarray:
-        """The samples as float32 (mono, at ``sample_rate``)."""
-        audio, _ = sf.read(str(self.audio_path), dtype="float32", always_2d=True)
-        return audio.mean(axis=1).astype(np.float32)
-
-
-def data_dir() -> Path:
-    """Where the sets are cached: ``$STENOFLOW_DATA``, else ``./.cache/stenoflow/data``."""
-    env = os.environ.get("STENOFLOW_DATA", "").strip()
-    return Path(env) if env else Path.cwd() / ".cache" / "stenoflow" / "data"
 
 
 # --- public builders ------------------------------------------------------------------------
@@ -141,7 +109,7 @@ def short_clips(
         raise ValueError("need 0.5 <= min_s and min_s + 1.5 <= max_s")
     pools = load_pools()
     sentences = pools.get(pool)
-    chosen = _resolve_voices(voices)
+    chosen = resolve_voices(voices)
     order = np.random.default_rng([seed, 7001]).permutation(len(sentences))
     set_dir = data_dir() / f"short-{pool}-seed{seed}-{min_s:g}-{max_s:g}s"
     clips: list[Clip] = []
@@ -158,7 +126,7 @@ def short_clips(
             "voices": [v.id for v in chosen],
         }
         stem = set_dir / f"clip-{index:04d}"
-        clip = _load_cached(stem, params)
+        clip = load_cached(stem, params)
         if clip is None:
             first = (index * SHORT_SENTENCES_PER_CLIP) % len(sentences)
             block = [
@@ -201,7 +169,7 @@ def long_form(
     if minutes <= 0:
         raise ValueError("minutes must be positive")
     pools = load_pools()
-    chosen = _resolve_voices(voices)
+    chosen = resolve_voices(voices)
     params = {
         "kind": "long",
         "version": BUILD_VERSION,
@@ -213,7 +181,7 @@ def long_form(
         "voices": [v.id for v in chosen],
     }
     stem = data_dir() / "longform" / name
-    clip = _load_cached(stem, params)
+    clip = load_cached(stem, params)
     if clip is not None:
         logger.info(
             "long-form %s: reusing cached %s (%.1f s)", name, clip.audio_path, clip.duration
@@ -264,70 +232,6 @@ def build_default_sets() -> list[Clip]:
 # --- building -------------------------------------------------------------------------------
 
 
-def _resolve_voices(voices: Sequence[str] | None) -> list[Voice]:
-    wanted = tuple(voices) if voices is not None else DEFAULT_VOICES
-    found = available_voices(wanted)
-    if not found:
-        raise RuntimeError(
-            f"none of the voices {list(wanted)} can be synthesized here: install flite and "
-            "espeak-ng with `bash scripts/setup.sh`"
-        )
-    return found
-
-
-def _stable_int(text: str) -> int:
-    return int.from_bytes(hashlib.sha1(text.encode("utf-8")).digest()[:8], "big")
-
-
-def _speech(text: str, voice: Voice, speed: float, level_dbfs: float) -> np.ndarray:
-    """One sentence, trimmed to its voiced extent and set to a speech level."""
-    raw = synthesize(text, voice, speed)
-    trimmed = mixing.trim_silence(raw)
-    if len(trimmed) == 0:
-        raise RuntimeError(f"{voice.id} produced silence for {text!r}")
-    return mixing.set_level(trimmed, level_dbfs)
-
-
-class _Timeline:
-    """Pieces of audio laid end to end, remembering where each sentence went."""
-
-    def __init__(self) -> None:
-        self.pieces: list[np.ndarray] = []
-        self.length = 0
-        self.placed: list[mixing.Placed] = []
-
-    @property
-    def seconds(self) -> float:
-        return self.length / SAMPLE_RATE
-
-    def pause(self, duration_s: float) -> None:
-        self._add(mixing.silence(duration_s))
-
-    def speech(self, audio: np.ndarray, text: str, voice: str) -> None:
-        self.placed.append(mixing.Placed(self.length, self.length + len(audio), text, voice))
-        self._add(audio)
-
-    def pad_to(self, duration_s: float) -> None:
-        missing = round(duration_s * SAMPLE_RATE) - self.length
-        if missing > 0:
-            self._add(np.zeros(missing, dtype=np.float32))
-
-    def render(self) -> np.ndarray:
-        if not self.pieces:
-            return np.zeros(0, dtype=np.float64)
-        return np.concatenate(self.pieces).astype(np.float64)
-
-    def speech_rms(self, audio: np.ndarray) -> float:
-        if not self.placed:
-            return 0.0
-        voiced = np.concatenate([audio[p.start : p.end] for p in self.placed])
-        return mixing.active_rms(voiced)
-
-    def _add(self, piece: np.ndarray) -> None:
-        self.pieces.append(piece)
-        self.length += len(piece)
-
-
 def _build_short(
     stem: Path,
     params: dict[str, Any],
@@ -349,11 +253,11 @@ def _build_short(
     snr = float(rng.uniform(*SHORT_NOISE_SNR_DB))
     pauses = rng.uniform(0.2, 0.6, size=len(block))
 
-    rendered = {text: _speech(text, voice, speed, level) for text in block[:1]}
+    rendered = {text: speech(text, voice, speed, level) for text in block[:1]}
 
     def seconds_of(text: str) -> float:
         if text not in rendered:
-            rendered[text] = _speech(text, voice, speed, level)
+            rendered[text] = speech(text, voice, speed, level)
         return len(rendered[text]) / SAMPLE_RATE
 
     # First sentence: the first that fits the target (with a little slack), else the shortest
@@ -374,7 +278,7 @@ def _build_short(
         chosen.append(text)
         total += extra
 
-    timeline = _Timeline()
+    timeline = Timeline()
     timeline.pause(lead)
     for k, text in enumerate(chosen):
         if k:
@@ -387,7 +291,7 @@ def _build_short(
         amplitude = timeline.speech_rms(audio) * mixing.db_to_amplitude(-snr)
         audio = audio + amplitude * mixing.noise(len(audio), rng)
     meta_noise = {"snr_db": round(snr, 2)} if noisy else None
-    return _write_clip(
+    return write_clip(
         stem,
         params,
         mixing.finalize(audio),
@@ -410,14 +314,14 @@ def _build_long(
     name: str,
 ) -> Clip:
     sentences = pools.get(pool)
-    rng = np.random.default_rng([seed, _stable_int(name) % (2**32), 2])
+    rng = np.random.default_rng([seed, stable_int(name) % (2**32), 2])
     order = iter(rng.permutation(len(sentences)))
     tail_min = 0.5
     n_silences = 1 if target_s <= 150 else 2
     silence_at = sorted(float(t) for t in rng.uniform(0.2, 0.6, size=n_silences) * target_s)
     long_cap = max(LONG_SILENCE_S[0], 0.2 * target_s)
 
-    timeline = _Timeline()
+    timeline = Timeline()
     timeline.pause(float(rng.uniform(0.3, 1.0)))
     current: Voice | None = None
     run_left = 0
@@ -449,7 +353,7 @@ def _build_long(
                 logger.warning("text pool %s exhausted while building %s", pool, name)
                 break
             text = sentences[int(index)]
-            audio = _speech(text, current, speed, level)
+            audio = speech(text, current, speed, level)
             if len(audio) / SAMPLE_RATE <= remaining:
                 timeline.pause(gap)
                 timeline.speech(audio, text, current.id)
@@ -481,7 +385,7 @@ def _build_long(
     for placed in timeline.placed:
         if placed.voice not in used:
             used.append(placed.voice)
-    return _write_clip(
+    return write_clip(
         stem,
         params,
         mixing.finalize(audio),
@@ -509,81 +413,3 @@ def _long_gaps(placed: list[mixing.Placed], min_gap_s: float) -> list[list[float
     return gaps
 
 
-# --- cache ----------------------------------------------------------------------------------
-
-
-def _key(params: dict[str, Any]) -> str:
-    return hashlib.sha1(json.dumps(params, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def _load_cached(stem: Path, params: dict[str, Any]) -> Clip | None:
-    """The clip at ``stem`` if its sidecar was written for exactly these parameters."""
-    wav, meta_path = stem.with_suffix(".wav"), stem.with_suffix(".json")
-    if not (wav.is_file() and meta_path.is_file()):
-        return None
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    if meta.get("key") != _key(params):
-        logger.info("cached %s was built with other parameters; rebuilding", wav)
-        return None
-    return _clip_from_meta(wav, meta)
-
-
-def _clip_from_meta(wav: Path, meta: dict[str, Any]) -> Clip:
-    spans = meta.get("sentences", [])
-    return Clip(
-        audio_path=wav,
-        text=meta["text"],
-        voice=meta["voice"],
-        duration=float(meta["duration"]),
-        sentences=tuple((float(s["start"]), float(s["end"]), str(s["text"])) for s in spans),
-        sentence_voices=tuple(str(s["voice"]) for s in spans),
-        name=meta.get("name", wav.stem),
-        noise_snr_db=meta.get("noise_snr_db"),
-        sample_rate=int(meta.get("sample_rate", SAMPLE_RATE)),
-    )
-
-
-def _write_clip(
-    stem: Path,
-    params: dict[str, Any],
-    audio: np.ndarray,
-    timeline: _Timeline,
-    voice: str,
-    name: str,
-    noise_snr_db: float | None,
-    extra: dict[str, Any] | None = None,
-) -> Clip:
-    """Write wav then sidecar, each atomically; the sidecar last, as the commit marker."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    wav, meta_path = stem.with_suffix(".wav"), stem.with_suffix(".json")
-    meta: dict[str, Any] = {
-        "key": _key(params),
-        "params": params,
-        "name": name,
-        "text": " ".join(p.text for p in timeline.placed),
-        "voice": voice,
-        "duration": mixing.seconds(len(audio)),
-        "sample_rate": SAMPLE_RATE,
-        "noise_snr_db": noise_snr_db,
-        "sentences": [
-            {
-                "start": mixing.seconds(p.start),
-                "end": mixing.seconds(p.end),
-                "text": p.text,
-                "voice": p.voice,
-            }
-            for p in timeline.placed
-        ],
-        **(extra or {}),
-    }
-    meta_path.unlink(missing_ok=True)
-    tmp_wav = wav.with_name(wav.name + ".part")
-    sf.write(str(tmp_wav), audio, SAMPLE_RATE, subtype="FLOAT", format="WAV")
-    os.replace(tmp_wav, wav)
-    tmp_meta = meta_path.with_name(meta_path.name + ".part")
-    tmp_meta.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp_meta, meta_path)
-    return _clip_from_meta(wav, meta)
