@@ -23,12 +23,22 @@ SR = 16000
 
 def test_variant_names_parse_and_round_trip() -> None:
     assert parse_variant("whisper-s") == Variant("whisper-s")
-    assert parse_variant("whisper-s+hush+verify") == Variant("whisper-s", True, "verify")
-    assert parse_variant("whisper-s+prune+hush") == Variant("whisper-s", True, "prune")
+    assert parse_variant("whisper-s+hush+verify") == Variant("whisper-s", ("hush", "verify"))
+    v = parse_variant("live+draft+hush+gate")
+    assert (v.hush, v.guide, v.name) == (True, "draft", "live+draft+hush+gate")
     assert all(parse_variant(v).name == v for v in DEFAULT_VARIANTS)
     for bad in ("whisper-s+fast", "+hush", "whisper-s+prune+verify", "whisper-s+hush+hush"):
         with pytest.raises(ValueError, match="variant"):
             parse_variant(bad)
+
+
+def test_variants_set_their_stream_options() -> None:
+    base = StreamOptions(step=0.5, beam_size=5)
+    o = parse_variant("live+hush+draft+gate+alignatt+pipe").apply(base, pipeline=(2, 1))
+    assert (o.policy, o.hush, o.guide, o.commit, o.pipeline, o.step) == ("live", True, "draft", "alignatt", (2, 1), 0.5)
+    assert o.gate is not None and o.gate > 0
+    with pytest.raises(ValueError, match="guide"):
+        parse_variant("live+verify").apply(base)  # verify guides whisper-s rounds, not live ones
 
 
 def test_stream_options_reject_an_unknown_guide() -> None:

@@ -34,7 +34,8 @@ from stenoflow.weights.registry import (
 )
 
 if TYPE_CHECKING:
-    from stenoflow.streaming.session import StreamOptions, StreamSession
+    from stenoflow.streaming.events import StreamingSession
+    from stenoflow.streaming.session import StreamOptions
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,8 @@ class Model:
         tokenizer_file = weights.tokenizer_file or bundled_tokenizer_file(weights.dims.n_vocab)
         self.tokenizer = Tokenizer.from_file(tokenizer_file, multilingual=weights.dims.is_multilingual)
         non_speech = weights.suppress_ids or self.tokenizer.non_speech_tokens
-        self.context = DecoderContext(self.whisper, self.tokenizer, tuple(non_speech))
         self.alignment_heads = weights.alignment_heads or default_alignment_heads(weights.dims)
+        self.context = DecoderContext(self.whisper, self.tokenizer, tuple(non_speech), tuple(self.alignment_heads))
         self.hush: HushWord | None = find_hush(name, Path(weights.source))
 
     @property
@@ -122,16 +123,16 @@ class Model:
         opts = TranscribeOptions(**options)  # type: ignore[arg-type]
         return transcribe(self, _samples(audio), opts, progress)
 
-    def stream(self, options: StreamOptions | None = None, **overrides: object) -> StreamSession:
+    def stream(self, options: StreamOptions | None = None, **overrides: object) -> StreamingSession:
         """A new streaming session on this model: ``push(samples)`` as audio arrives, then ``finish()``.
 
         ``overrides`` replace fields of ``options`` (step, policy, beam_size, ...). Sessions share
         the model read-only, so any number may run at once.
         """
-        from stenoflow.streaming.session import StreamOptions, StreamSession
+        from stenoflow.streaming.session import StreamOptions, open_session
 
         opts = replace(options or StreamOptions(), **overrides)  # type: ignore[arg-type]
-        return StreamSession(self, opts)
+        return open_session(self, opts)
 
 
 def _samples(audio: str | Path | np.ndarray) -> np.ndarray:

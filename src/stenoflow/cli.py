@@ -20,8 +20,11 @@ from stenoflow.streaming.variants import DEFAULT_VARIANTS
 
 if TYPE_CHECKING:
     from stenoflow.streaming.events import StreamUpdate
+    from stenoflow.streaming.session import StreamOptions
 
 log = logging.getLogger("stenoflow")
+
+STREAM_COMPUTE = "int8"  # stream and profile-threads: int8 holds float32's accuracy at a fraction of its time
 
 
 def _temperatures(text: str) -> tuple[float, ...]:
@@ -32,10 +35,11 @@ def _temperatures(text: str) -> tuple[float, ...]:
     return values
 
 
-def add_model_args(p: argparse.ArgumentParser, default_compute: str = "float32") -> None:
+def add_model_args(p: argparse.ArgumentParser, default_compute: str | None = "float32") -> None:
     p.add_argument("--model", default="tiny.en", help="tiny.en, base, or a path to a model file/directory")
     p.add_argument("--compute", default=default_compute, choices=["float32", "int8", "float16"],
-                   help="precision: float32, int8 (per-channel weights, per-row activations; CPU), float16 (CUDA)")
+                   help="precision: float32, int8 (per-channel weights, per-row activations; CPU), float16 "
+                        f"(CUDA); default {default_compute or 'the one the options choose'}")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch (default: all cores)")
 
@@ -66,19 +70,34 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--output-dir", "-o", type=Path, default=Path("."))
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    st = sub.add_parser("stream", help="streaming transcription: words appear as they become final")
+    st = sub.add_parser("stream", help="streaming transcription: words appear as they become final",
+                        description="Streaming transcription. Every option left out keeps the default of "
+                                    "StreamOptions, the configuration the streaming benchmark found best.")
     st.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
     st.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
-    add_model_args(st)
-    st.add_argument("--step", type=float, default=1.0, help="seconds of new audio between rounds (default 1)")
-    st.add_argument("--policy", default="whisper-s", help="round policy (default whisper-s)")
-    st.add_argument("--beam-size", type=int, default=5, help="beams per round (1 = greedy)")
-    st.add_argument("--hush", action="store_true", help="encode buffer + the model's hush word instead of 30 s padding")
-    st.add_argument("--guide", choices=["prune", "verify"], default=None,
-                    help="let the previous round guide the beam: prune (token by token) or verify (one pass)")
+    add_model_args(st, default_compute=STREAM_COMPUTE)
     st.add_argument("--variant", default=None,
-                    help="a named round variant, e.g. whisper-s+hush+verify (instead of --policy/--hush/--guide)")
-    st.add_argument("--language", default="en", help="language code (default en)")
+                    help="a named variant, e.g. live+hush+draft or whisper-s+hush+verify (see README)")
+    st.add_argument("--policy", default=None, choices=["live", "whisper-s"], help="session policy")
+    st.add_argument("--step", type=float, default=None, help="seconds of new audio between rounds")
+    st.add_argument("--beam-size", type=int, default=None, help="beams per round (1 = greedy)")
+    st.add_argument("--hush", action=argparse.BooleanOptionalAction, default=None,
+                    help="encode buffer + the model's hush word instead of 30 s padding")
+    st.add_argument("--guide", choices=["prune", "verify", "draft"], default=None,
+                    help="the previous round guides decoding: prune/verify (whisper-s), draft (live)")
+    st.add_argument("--gate", type=float, default=None,
+                    help="confidence gate in nats: beam search only where the best token leads by less")
+    st.add_argument("--commit", choices=["agreement", "alignatt"], default=None,
+                    help="live: commit by LocalAgreement or by attention (AlignAtt)")
+    st.add_argument("--align-frames", type=int, default=None,
+                    help="live: a committed word was heard this many 20 ms frames before the audio's end")
+    st.add_argument("--agree-rounds", type=int, default=None, help="live agreement: rounds that must agree")
+    st.add_argument("--context", type=float, default=None, dest="context_s",
+                    help="live: seconds of committed speech kept in the buffer")
+    st.add_argument("--pipeline", default=None,
+                    help="live: ENC:DEC threads of the two executors (e.g. 1:1), 'profile' for the split "
+                         "`stenoflow profile-threads` stored, or 'off'")
+    st.add_argument("--language", default=None, help="language code (default en)")
     st.add_argument("--simulate", default="realtime", choices=["realtime", "unaware"],
                     help="for files: feed at 1x wall clock (realtime) or as fast as rounds run (unaware)")
     st.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per read (default 0.1)")
@@ -87,6 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write one JSON line per committed word: word, start, end, emitted_at")
 
     sub.add_parser("models", help="list the named models and whether they resolve here")
+
+    pt = sub.add_parser("profile-threads",
+                        help="measure live-stream latency for each thread split of the pipeline; store the best",
+                        description="The offline profiler of pipelined live streams: runs a short synthesized "
+                                    "stream with every encoder:decoder thread split (and sequentially), prints "
+                                    "the per-word latency of each and stores the best for `stenoflow stream`.")
+    pt.add_argument("--model", default="base")
+    pt.add_argument("--compute", default=STREAM_COMPUTE, choices=["float32", "int8"])
+    pt.add_argument("--minutes", type=float, default=0.75, help="length of the synthesized sample")
 
     b = sub.add_parser("bench", help="benchmarks against peers, in the same run")
     bsub = b.add_subparsers(dest="bench", required=True)
@@ -288,20 +316,15 @@ def cmd_stream(args: argparse.Namespace) -> int:
         run_live,
         run_stream,
     )
-    from stenoflow.streaming.session import StreamOptions
     from stenoflow.streaming.sources import (
         Backlog,
         MicrophoneUnavailable,
         open_microphone,
         pcm_chunks,
     )
-    from stenoflow.streaming.variants import Variant, parse_variant
-
     if (args.audio is None) == (not args.mic):
         raise ValueError("give exactly one source: an AUDIO file, - for PCM on stdin, or --mic")
-    variant = parse_variant(args.variant) if args.variant else Variant(args.policy, args.hush, args.guide)
-    options = StreamOptions(step=args.step, policy=variant.policy, beam_size=args.beam_size, language=args.language,
-                            hush=variant.hush, guide=variant.guide)
+    options = stream_options(args)
     try:
         source = open_microphone(args.chunk) if args.mic else None
     except MicrophoneUnavailable as e:
@@ -332,6 +355,50 @@ def cmd_stream(args: argparse.Namespace) -> int:
             word_log.close()
     log.info("%d words from %.1f s of audio in %d rounds; compute %.1f s (RTF %.2f)", len(run.words),
              run.audio_s, len(run.rounds), run.compute_s, run.rtf)
+    return 0
+
+
+def stream_options(args: argparse.Namespace) -> StreamOptions:
+    """StreamOptions from the defaults, the variant, then each option given on the command line."""
+    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.streaming.threads import SEQUENTIAL, stored_split
+    from stenoflow.streaming.variants import parse_variant
+
+    options = StreamOptions()
+    if args.variant:
+        options = parse_variant(args.variant).apply(options)
+    given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "commit",
+                                                    "align_frames", "agree_rounds", "context_s", "language")
+             if getattr(args, name) is not None}
+    options = replace(options, **given)
+    if options.policy != "live":
+        return options
+    if args.pipeline is None or args.pipeline == "profile":
+        stored = stored_split(args.model, args.compute)
+        if stored is None and args.pipeline == "profile":
+            raise ValueError(f"no stored thread split for {args.model} ({args.compute}): run "
+                             f"`stenoflow profile-threads --model {args.model} --compute {args.compute}` first")
+        if stored is not None:
+            options = replace(options, pipeline=None if stored == SEQUENTIAL else stored)  # type: ignore[arg-type]
+    else:
+        if args.pipeline == "off":
+            split = None
+        else:
+            try:
+                enc, dec = (int(x) for x in args.pipeline.split(":"))
+            except ValueError:
+                raise ValueError(f"--pipeline takes ENC:DEC threads (e.g. 1:1), 'profile' or 'off', "
+                                 f"got {args.pipeline!r}") from None
+            split = (enc, dec)
+        options = replace(options, pipeline=split)
+    return options
+
+
+def cmd_profile_threads(args: argparse.Namespace) -> int:
+    from stenoflow.bench.threads_profile import ThreadProfileOptions, profile_threads
+
+    table, _, _ = profile_threads(ThreadProfileOptions(model=args.model, compute=args.compute, minutes=args.minutes))
+    sys.stdout.write(table + "\n")
     return 0
 
 
@@ -390,7 +457,7 @@ def cmd_train_hush(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"transcribe": cmd_transcribe, "stream": cmd_stream, "models": cmd_models, "bench": cmd_bench, "data": cmd_data,
-            "train-hush": cmd_train_hush}
+            "train-hush": cmd_train_hush, "profile-threads": cmd_profile_threads}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,16 +6,7 @@ import os
 import platform
 from importlib import metadata
 
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from stenoflow.streaming.threads import cpu_model
 
 
 def _version(package: str) -> str | None:
@@ -27,7 +18,7 @@ def _version(package: str) -> str | None:
 
 def machine_record() -> dict[str, object]:
     return {
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),

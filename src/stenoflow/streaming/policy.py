@@ -94,6 +94,7 @@ class WhisperRound:
         self.no_speech_skip = options.no_speech_skip
         self.hush = options.hush
         self.guide = options.guide
+        self.gate = options.gate
 
     def decoding_options(self, prompt: str, reference: tuple[int, ...] | None = None,
                          duration: float | None = None) -> DecodingOptions:
@@ -103,7 +104,8 @@ class WhisperRound:
         guided = reference is not None and self.guide is not None
         return DecodingOptions(language=self.language, beam_size=self.beam_size if self.beam_size > 1 else None,
                                prompt=prompt or None, without_timestamps=False, max_timestamp=duration, stop_loops=True,
-                               reference=reference if guided else None, reference_mode=self.guide if guided else None)
+                               reference=reference if guided else None, reference_mode=self.guide if guided else None,
+                               beam_gate=self.gate)
 
     def encoder_input(self, model: Model, samples: np.ndarray) -> Tensor:
         """Log-mel of what the encoder hears: speech ⊕ hush word, or speech padded to 30 s.

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stenoflow.audio.io import validate_samples
-from stenoflow.decoding.options import REFERENCE_MODES, DecodingOptions, verify_options
+from stenoflow.decoding.options import DecodingOptions, verify_options
 from stenoflow.streaming.agreement import AgreementOptions, LocalAgreement
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
-from stenoflow.streaming.events import StreamUpdate, TimedWord
-from stenoflow.streaming.policy import POLICIES, PreviousRound, RoundResult, resolve_policy
+from stenoflow.streaming.events import StreamingSession, StreamUpdate, TimedWord
+from stenoflow.streaming.policy import PreviousRound, RoundResult, resolve_policy
 from stenoflow.streaming.prompt import build_prompt, prompt_horizon
 
 if TYPE_CHECKING:
@@ -49,38 +49,68 @@ SKIP_PAUSE_S = 1.0
 SENTENCE_END = (".", "?", "!", "。", "？", "！")
 
 
+GUIDES = {"whisper-s": ("prune", "verify"), "live": ("draft",)}
+SESSION_POLICIES = tuple(GUIDES)
+
+
 @dataclass(frozen=True)
 class StreamOptions:
+    """How a stream is transcribed. ``policy`` picks the session: ``whisper-s`` (Whisper-Streaming
+    rounds over a buffer of up to 30 s) or ``live`` (short buffers, see streaming.live); a few
+    fields apply to one of them only, as their comments say."""
+
     step: float = 1.0  # seconds of new audio between rounds (back-to-back when rounds are slower)
-    policy: str = "whisper-s"  # round policy, a key of streaming.policy.POLICIES
+    policy: str = "whisper-s"  # "whisper-s" or "live"
     beam_size: int = 5  # beams per round (1: greedy)
     hush: bool = False  # encode buffer ⊕ the model's hush word instead of padding to 30 s
-    guide: str | None = None  # previous round guides the beam: "prune" (token by token) or "verify"
-    language: str | None = "en"  # None: detected every round (multilingual models)
-    buffer_trim_s: float = 15.0  # above this, trim the buffer at a committed segment end
+    # The previous round guides decoding: whisper-s "prune" (token by token) or "verify" (one
+    # pass); live "draft" (its unconfirmed tokens, verified in one pass).
+    guide: str | None = None
+    # Confidence gate (nats): one row while the best token leads the second by this much and
+    # agrees with the guide; beam search where it does not. None: the guide alone decides.
+    gate: float | None = None
+    language: str | None = "en"  # None: detected every round (multilingual models; whisper-s only)
+    buffer_trim_s: float = 15.0  # whisper-s: above this, trim the buffer at a committed segment end
     max_buffer_s: float = 30.0  # hard cap: the encoder hears at most 30 s
     prompt_chars: int = 200  # committed text before the buffer, given as the prompt
     min_round_audio_s: float = 1.0  # audio needed before the first round
-    # A round whose words are all committed, the last ending a sentence, and that heard this much
-    # audio after it cuts the buffer there (None: never, as in Whisper-Streaming). Decoders
-    # sometimes stop after a sentence under a prompt, round after round; without this the buffer
-    # would only be cut at the 30 s cap, dropping the speech nobody transcribed. In silence it
-    # keeps the buffer short.
+    # whisper-s: a round whose words are all committed, the last ending a sentence, and that heard
+    # this much audio after it cuts the buffer there (None: never, as in Whisper-Streaming).
+    # Decoders sometimes stop after a sentence under a prompt, round after round; without this
+    # the buffer would only be cut at the 30 s cap. In silence it keeps the buffer short.
     stall_trim_s: float | None = 2.0
     no_speech_threshold: float = 0.6  # a round with p(no speech) above this ...
     log_prob_threshold: float = -1.0  # ... and mean token log-prob below this hears nothing
     no_speech_skip: float = 0.9  # a round with p(no speech) above this hears nothing, whatever the text
     agreement: AgreementOptions = field(default_factory=AgreementOptions)
+    # live: which words are final, "agreement" (LocalAgreement-2) or "alignatt" (attention
+    # at least align_frames encoder positions, 20 ms each, before the end of the audio).
+    commit: str = "agreement"
+    align_frames: int = 20
+    # live agreement: a word whose mean token probability is below commit_sure waits until the
+    # model heard commit_unsure_s of audio after it.
+    agree_rounds: int = 2  # live agreement: rounds that must agree on a word (2: LocalAgreement-2)
+    commit_sure: float = 0.0
+    commit_unsure_s: float = 0.0
+    context_s: float = 1.0  # live: committed speech kept in the buffer before the new words
+    intake_s: float | None = None  # live: most new audio a round takes (None: all that arrived)
+    # live: run the encoder stage of the next round beside this round's decoding, on two
+    # executors with (encoder, decoder) threads; None: one after the other on all threads.
+    pipeline: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if not self.step > 0:
             raise ValueError(f"step must be > 0 seconds, got {self.step}")
-        if self.policy not in POLICIES:
-            raise ValueError(f"unknown streaming policy {self.policy!r}; known: {', '.join(POLICIES)}")
+        if self.policy not in GUIDES:
+            raise ValueError(f"unknown streaming policy {self.policy!r}; known: {', '.join(GUIDES)}")
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
-        if self.guide is not None and self.guide not in REFERENCE_MODES:
-            raise ValueError(f"guide must be one of {', '.join(REFERENCE_MODES)} or None, got {self.guide!r}")
+        guides = GUIDES[self.policy]
+        if self.guide is not None and self.guide not in guides:
+            raise ValueError(f"guide for the {self.policy} policy must be one of {', '.join(guides)} or None, "
+                             f"got {self.guide!r}")
+        if self.gate is not None and not self.gate >= 0:
+            raise ValueError(f"gate must be >= 0 nats or None, got {self.gate}")
         if not 0 < self.buffer_trim_s < self.max_buffer_s <= 30.0:
             raise ValueError("need 0 < buffer_trim_s < max_buffer_s <= 30 seconds, got "
                              f"{self.buffer_trim_s} and {self.max_buffer_s}")
@@ -88,12 +118,33 @@ class StreamOptions:
             raise ValueError("prompt_chars and min_round_audio_s must be >= 0")
         if self.stall_trim_s is not None and not self.stall_trim_s > 0:
             raise ValueError(f"stall_trim_s must be > 0 seconds or None, got {self.stall_trim_s}")
+        if self.commit not in ("agreement", "alignatt"):
+            raise ValueError(f"commit must be 'agreement' or 'alignatt', got {self.commit!r}")
+        if self.align_frames < 0 or self.context_s < 0:
+            raise ValueError("align_frames and context_s must be >= 0")
+        if self.intake_s is not None and not self.intake_s >= self.step:
+            raise ValueError(f"intake_s must be >= step ({self.step} s) or None, got {self.intake_s}")
+        if self.pipeline is not None and (len(self.pipeline) != 2 or min(self.pipeline) < 1):
+            raise ValueError(f"pipeline takes (encoder threads, decoder threads), each >= 1, got {self.pipeline}")
+        if self.policy == "live" and self.language is None:
+            raise ValueError("live streams need a language (prefilled rounds cannot detect it)")
 
     @property
     def max_intake_s(self) -> float:
         """Most new audio one round takes in: the rest waits, so a backlog (a whole file pushed
         at once) is worked through in overlapping rounds instead of overflowing the buffer."""
         return max(self.step, self.max_buffer_s - self.buffer_trim_s)
+
+
+def open_session(model: Model, options: StreamOptions) -> StreamingSession:
+    """A new session of ``options.policy`` on ``model``."""
+    if options.policy == "live":
+        from stenoflow.streaming.live import LiveSession
+        from stenoflow.streaming.pipeline import Pipeline
+
+        pipeline = Pipeline(*options.pipeline) if options.pipeline is not None else None
+        return LiveSession(model, options, pipeline)
+    return StreamSession(model, options)
 
 
 class StreamSession:

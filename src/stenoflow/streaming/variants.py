@@ -1,38 +1,80 @@
-"""Named round variants: a policy name with options, e.g. ``whisper-s+hush+verify``.
+"""Named stream variants: a session policy with options, e.g. ``live+hush+draft`` or
+``whisper-s+hush+verify``.
 
-A variant names what the streaming benchmark compares and what the CLI can ask for: the base
-policy, then ``+hush`` (speech ⊕ hush word instead of 30 s padding) and ``+prune`` or
-``+verify`` (the previous round guides the beam). Pure string handling, no model.
+A variant names what the streaming benchmark compares and what the CLI can ask for: the session
+policy (``whisper-s`` or ``live``), then options, each a set of ``StreamOptions`` fields:
+
+* ``+hush``: speech ⊕ hush word instead of 30 s padding;
+* ``+prune`` / ``+verify`` (whisper-s) or ``+draft`` (live): the previous round guides decoding;
+* ``+gate``: the confidence gate (one row where the model is sure, the beam where it is not);
+* ``+alignatt``: live rounds commit by attention (AlignAtt) instead of LocalAgreement;
+* ``+pipe``: live rounds run the encoder of the next round beside this round's decoding.
+
+Pure string handling; ``Variant.apply`` returns the options, which validate themselves.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-GUIDES = ("prune", "verify")
-DEFAULT_VARIANTS = ("whisper-s", "whisper-s+hush", "whisper-s+prune", "whisper-s+verify",
-                    "whisper-s+hush+prune", "whisper-s+hush+verify")
+if TYPE_CHECKING:
+    from stenoflow.streaming.session import StreamOptions
+
+GATE_NATS = 1.0  # the confidence gate a +gate variant uses
+PIPELINE_THREADS = (1, 1)  # the executors of a +pipe variant when none was profiled
+
+EXTRAS: Mapping[str, Mapping[str, object]] = MappingProxyType({
+    "hush": {"hush": True},
+    "prune": {"guide": "prune"},
+    "verify": {"guide": "verify"},
+    "draft": {"guide": "draft"},
+    "gate": {"gate": GATE_NATS},
+    "alignatt": {"commit": "alignatt"},
+    "pipe": {"pipeline": PIPELINE_THREADS},
+})
+GUIDES = ("prune", "verify", "draft")
+DEFAULT_VARIANTS = ("whisper-s", "whisper-s+hush", "whisper-s+hush+verify", "live+hush+draft",
+                    "live+hush+draft+alignatt")
 
 
 @dataclass(frozen=True)
 class Variant:
     policy: str
-    hush: bool = False
-    guide: str | None = None
+    extras: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
-        return self.policy + ("+hush" if self.hush else "") + (f"+{self.guide}" if self.guide else "")
+        return "+".join((self.policy, *self.extras))
+
+    @property
+    def hush(self) -> bool:
+        return "hush" in self.extras
+
+    @property
+    def guide(self) -> str | None:
+        return next((e for e in self.extras if e in GUIDES), None)
+
+    def apply(self, options: StreamOptions, pipeline: tuple[int, int] | None = None) -> StreamOptions:
+        """``options`` with this variant's policy and extras (``pipeline``: the executors' threads
+        for ``+pipe``, e.g. from ``stenoflow profile-threads``)."""
+        fields: dict[str, object] = {"policy": self.policy}
+        for extra in self.extras:
+            fields.update(EXTRAS[extra])
+        if "pipe" in self.extras and pipeline is not None:
+            fields["pipeline"] = pipeline
+        return replace(options, **fields)  # type: ignore[arg-type]
 
 
 def parse_variant(name: str) -> Variant:
     policy, *extras = name.strip().split("+")
     if not policy:
-        raise ValueError(f"variant {name!r} names no policy (e.g. whisper-s+hush)")
-    unknown = [e for e in extras if e != "hush" and e not in GUIDES]
+        raise ValueError(f"variant {name!r} names no policy (e.g. live+hush+draft)")
+    unknown = [e for e in extras if e not in EXTRAS]
     if unknown:
-        raise ValueError(f"variant {name!r}: unknown option(s) {unknown}; known: hush, {', '.join(GUIDES)}")
-    guides = [e for e in extras if e in GUIDES]
-    if len(guides) > 1 or extras.count("hush") > 1:
-        raise ValueError(f"variant {name!r}: give hush at most once and at most one of {', '.join(GUIDES)}")
-    return Variant(policy, "hush" in extras, guides[0] if guides else None)
+        raise ValueError(f"variant {name!r}: unknown option(s) {unknown}; known: {', '.join(EXTRAS)}")
+    if len(set(extras)) != len(extras) or sum(e in GUIDES for e in extras) > 1:
+        raise ValueError(f"variant {name!r}: give each option once and at most one of {', '.join(GUIDES)}")
+    return Variant(policy, tuple(extras))

@@ -1,0 +1,98 @@
+"""Commit policies of live rounds: which of a round's new words are final.
+
+Every live round hears the words after the committed ones (see :mod:`.live_round`), so a policy
+only looks at the start of the new hypothesis and says how many of its words to commit:
+
+* ``agreement`` (LocalAgreement-2): the words this round and the previous one agree on, from
+  the start. A word waits for a second round, so it is final about one step after it is heard.
+* ``alignatt`` (AlignAtt, as in SimulStreaming): a word is final once the alignment heads place
+  all of its tokens at least ``frames`` encoder positions (20 ms each) before the end of the
+  audio, and something follows it (another word, or end-of-text: the word is complete). No
+  second round is needed, so words are final as soon as the model has heard past them.
+
+Both commit a prefix of the hypothesis, so what they commit never depends on later words.
+Pure logic on the round's words, tested without a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from stenoflow.streaming.agreement import word_key
+from stenoflow.streaming.live_round import Heard, HeardWord
+
+FRAMES_PER_SECOND = 50
+
+
+class CommitPolicy(Protocol):
+    name: str
+
+    def commit(self, previous: Sequence[HeardWord], heard: Heard) -> int:
+        """How many leading words of ``heard.words`` are final, given the previous round's
+        uncommitted words ``previous`` (which start where ``heard.words`` start)."""
+
+
+class AgreementCommit:
+    """LocalAgreement-n: the words the last ``rounds`` rounds agree on, from the start, and only
+    those the model heard at least ``frames`` before the end of the audio. With short steps two
+    rounds hear nearly the same audio and make the same mistakes, so agreement means more when
+    it spans more rounds. A word the model is unsure of (mean token probability below ``sure``)
+    also waits until it heard ``unsure_s`` of audio after it."""
+
+    name = "agreement"
+
+    def __init__(self, frames: int = 0, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0) -> None:
+        if frames < 0 or unsure_s < 0 or not 0 <= sure <= 1 or rounds < 2:
+            raise ValueError(f"need frames >= 0, rounds >= 2, unsure_s >= 0 and 0 <= sure <= 1, got "
+                             f"{frames}, {rounds}, {unsure_s}, {sure}")
+        self.margin = frames / FRAMES_PER_SECOND
+        self.rounds = rounds
+        self.sure = sure
+        self.unsure_margin = max(self.margin, unsure_s)
+        self._older: list[list[str]] = []  # word keys of the tails before the previous one
+
+    def commit(self, previous: Sequence[HeardWord], heard: Heard) -> int:
+        earlier = [*self._older, [word_key(w.word.word) for w in previous]][-(self.rounds - 1) :]
+        n = 0
+        for i, new in enumerate(heard.words):
+            key = word_key(new.word.word)
+            sure = new.word.probability >= self.sure  # NaN counts as unsure
+            if len(earlier) < self.rounds - 1 or any(i >= len(e) or e[i] != key for e in earlier) \
+                    or new.heard_at >= heard.end - (self.margin if sure else self.unsure_margin):
+                break
+            n += 1
+        self._older = [e[n:] for e in earlier][-(self.rounds - 2) :] if self.rounds > 2 else []
+        return n
+
+
+class AttentionCommit:
+    name = "alignatt"
+
+    def __init__(self, frames: int) -> None:
+        if frames < 0:
+            raise ValueError(f"the AlignAtt margin must be >= 0 frames, got {frames}")
+        self.margin = frames / FRAMES_PER_SECOND
+
+    def commit(self, previous: Sequence[HeardWord], heard: Heard) -> int:
+        limit = heard.end - self.margin
+        words = heard.words
+        n = 0
+        for i, w in enumerate(words):
+            complete = i + 1 < len(words) or heard.ended
+            if w.heard_at >= limit or not complete:
+                break
+            n += 1
+        return n
+
+
+COMMIT_POLICIES = ("agreement", "alignatt")
+
+
+def commit_policy(name: str, frames: int, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0) -> CommitPolicy:
+    """A new commit policy for one stream (policies may keep state between rounds)."""
+    if name == AgreementCommit.name:
+        return AgreementCommit(frames, rounds, sure, unsure_s)
+    if name == AttentionCommit.name:
+        return AttentionCommit(frames)
+    raise ValueError(f"unknown commit policy {name!r}; known: {', '.join(COMMIT_POLICIES)}")

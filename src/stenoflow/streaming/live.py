@@ -1,0 +1,397 @@
+"""The live session: short buffers, rounds that cost what the new audio costs.
+
+Whisper-Streaming re-transcribes a buffer of up to 30 s every round, token by token. Here the
+buffer keeps only the audio of the words that are not final yet, plus ``context_s`` of committed
+speech before them: as soon as words are committed the buffer is cut at a word boundary so that
+just that much committed context stays, and the committed text before the cut is the prompt.
+The words a round expects (the committed ones still in the buffer, then the previous round's
+unconfirmed ones) are its draft, verified in one decoder pass, so a round spends passes only
+where the words can still change (see :mod:`.live_round` for a round and :mod:`.commit` for the
+commit policies).
+
+Nothing heard is lost:
+
+* a round that hears nothing new, or that jumps over sound, while the audio after the committed
+  words holds speech, is decoded again on that audio alone, without prompt or draft;
+* when the buffer must lose audio whose words are not final (rounds too slow to confirm them),
+  those words are committed as last heard;
+* ``finish()`` decodes the audio after the committed words once more, unconditioned and padded
+  to 30 s as Whisper was trained, and commits all of it (or, if it hears nothing, the words the
+  last round left unconfirmed).
+
+Rounds run in two stages (encode and prefill, then decode); with a :class:`.pipeline.Pipeline`
+the encoder stage of round n+1 runs beside the decoding of round n on another executor. The
+stages see the session's state only through the ``RoundInput`` a round is planned from, so a
+pipelined session computes exactly what a sequential one does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from stenoflow.audio.io import validate_samples
+from stenoflow.streaming.agreement import tail_prefix_alignment, word_key
+from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
+from stenoflow.streaming.commit import commit_policy
+from stenoflow.streaming.events import StreamUpdate, TimedWord
+from stenoflow.streaming.live_round import Encoded, Heard, HeardWord, LiveRound, RoundInput
+
+if TYPE_CHECKING:
+    from stenoflow.api import Model
+    from stenoflow.streaming.pipeline import Pipeline
+    from stenoflow.streaming.session import StreamOptions
+
+log = logging.getLogger(__name__)
+
+SENTENCE_END = (".", "?", "!", "。", "？", "！")
+SNAP_S = 0.1  # a cut between two words moves to the quietest point this close to their boundary
+ONSET_LEAD_S = 0.3  # audio kept before the first sound when silence is cut away
+SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer keeps
+# A round is deaf when it heard no new word, or its first new word comes after this much sound
+# that no word covers, in the audio after the committed words (the end of the buffer, where a
+# word may still be arriving, is left out).
+DEAF_SOUND_S = 0.6
+DEAF_EDGE_S = 0.5
+RETRY_LEAD_S = 0.05  # a retry starts this much before the end of the last committed word
+MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live in the text)
+CONTEXT_WORDS = 100  # committed words a hypothesis start is aligned with
+TIME_TOLERANCE_S = 0.1  # a word starting this little before the committed end is still new
+
+
+class LiveSession:
+    """Push 16 kHz mono samples, get committed words and the unconfirmed tail (live rounds)."""
+
+    def __init__(self, model: Model, options: StreamOptions, pipeline: Pipeline | None = None) -> None:
+        self.model = model
+        self.options = options
+        self.round = LiveRound(model, options)
+        self.policy = commit_policy(options.commit, options.align_frames, options.agree_rounds, options.commit_sure,
+                                    options.commit_unsure_s)
+        self.pipeline = pipeline
+        self.buffer = AudioBuffer()
+        self._pending: list[np.ndarray] = []
+        self._pending_len = 0
+        self._arrived = 0
+        self._snapshot_at: int | None = None
+        self._committed: list[HeardWord] = []  # recent committed words (prompt and draft)
+        self._in_buffer = 0  # index in _committed of the first committed word inside the buffer
+        self._committed_end = 0.0
+        self._text: list[str] = []
+        self._tail: list[HeardWord] = []  # the last round's uncommitted words: the next draft
+        self._ahead: Encoded | None = None  # stage A of the next round, done ahead
+        self._previous: Heard | None = None  # the last round's whole hearing (the next draft)
+        self._dropped = 0  # committed words pruned from _committed (only their text is kept)
+        self._finished = False
+        self.rounds_run = 0
+
+    # --- the StreamingSession protocol -------------------------------------------------------
+    def push(self, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> StreamUpdate:
+        """Append samples; run a round if one is due (see ``StreamSession.push`` for the rules)."""
+        if self._finished:
+            raise RuntimeError("push() after finish(): start a new session for a new stream")
+        if sample_rate != SAMPLE_RATE:
+            raise ValueError(f"streaming sessions take 16000 Hz samples, got sample_rate={sample_rate}; "
+                             "resample the stream to 16 kHz before pushing")
+        chunk = validate_samples(samples)
+        if chunk.size:
+            self._pending.append(chunk)
+            self._pending_len += chunk.size
+            self._arrived += chunk.size
+        if not self._round_due():
+            return StreamUpdate(tail=self.tail)
+        committed, stats = self._round()
+        return StreamUpdate(tuple(committed), self.tail, (stats,))
+
+    def finish(self) -> StreamUpdate:
+        """Hear the audio no round has heard yet, then decode what is not final once more,
+        unconditioned, and commit all of it."""
+        if self._finished:
+            return StreamUpdate()
+        self._finished = True
+        committed: list[TimedWord] = []
+        rounds: list[dict[str, float]] = []
+        while self._pending_len or self._ahead is not None:
+            words, stats = self._round()
+            committed += words
+            rounds.append(stats)
+        words, stats = self._final_round()
+        committed += words
+        if stats:
+            rounds.append(stats)
+        if self.pipeline is not None:
+            self.pipeline.close()
+        return StreamUpdate(tuple(committed), (), tuple(rounds))
+
+    @property
+    def committed_text(self) -> str:
+        return "".join(self._text)
+
+    @property
+    def tail(self) -> tuple[TimedWord, ...]:
+        return tuple(w.word for w in self._tail)
+
+    # --- rounds --------------------------------------------------------------------------------
+    def _round_due(self) -> bool:
+        if not self._pending_len:
+            return False
+        if self._snapshot_at is None:
+            return self._arrived >= self.options.min_round_audio_s * SAMPLE_RATE
+        return self._arrived - self._snapshot_at >= self.options.step * SAMPLE_RATE
+
+    def _plan(self) -> RoundInput:
+        """Take the audio that arrived into the buffer and describe the round to run on it."""
+        self._take(self._intake())
+        self._snapshot_at = self._arrived - self._pending_len
+        return RoundInput(self.buffer.samples, self.buffer.offset, self._prompt(), self._dropped + self._in_buffer)
+
+    def _intake_limit_s(self) -> float:
+        """Most new audio one round takes: ``intake_s``, or else ``max_intake_s``."""
+        o = self.options
+        return o.max_intake_s if o.intake_s is None else o.intake_s
+
+    def _intake(self) -> int:
+        """Samples the next round takes: what arrived, up to the intake limit and the room left
+        in the buffer."""
+        room = self.options.max_buffer_s - self.buffer.duration
+        return max(0, round(min(self._intake_limit_s(), room) * SAMPLE_RATE))
+
+    def _next_due(self) -> bool:
+        """Whether another round can be planned at once: a step of audio is waiting already (or
+        any, once the stream ended) and fits in the buffer before this round cuts it."""
+        step = self.options.step * SAMPLE_RATE
+        room = (self.options.max_buffer_s - self.buffer.duration) * SAMPLE_RATE
+        return self._pending_len >= (1 if self._finished else step) and room >= min(step, self._pending_len)
+
+    def _round(self) -> tuple[list[TimedWord], dict[str, float]]:
+        t0 = time.perf_counter()
+        forced = self._cap()
+        encoded = self._ahead if self._ahead is not None else self._encode(self._plan())
+        self._ahead = None
+        inp = encoded.input
+        heard_before = self._committed[max(0, inp.committed_before - self._dropped) :]
+        draft = self._draft(inp) if self.options.guide else ()
+        # The next round is planned before this one's results move the buffer, whether it then
+        # runs beside this decoding (pipeline) or after it: both ways compute the same thing.
+        ahead = self._plan() if self._next_due() else None
+        if ahead is not None and self.pipeline is not None:
+            heard, self._ahead = self.pipeline.run(lambda: self.round.decode(encoded, draft),
+                                                   lambda: self.round.encode(ahead))
+        else:
+            heard = self._decode(encoded, draft)
+            self._ahead = self._encode(ahead) if ahead is not None else None
+        self._previous = heard
+        heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before)))
+        heard, retried = self._unless_deaf(inp, heard)
+        n = self.policy.commit(self._tail, heard)
+        committed = forced + self._record(heard.words[:n])
+        self._tail = list(heard.words[n:])
+        self._cut()
+        self.rounds_run += 1
+        stats = {"round": float(self.rounds_run), "buffer_start": inp.offset, "audio_end": heard.end,
+                 "buffer_s": heard.end - inp.offset, "committed": float(len(committed)),
+                 "retried": float(retried), "pipelined": float(ahead is not None and self.pipeline is not None),
+                 **heard.stats, "round_ms": 1000 * (time.perf_counter() - t0)}
+        log.debug("round %d: %.2f-%.2f s, %d committed, tail %r", self.rounds_run, inp.offset,
+                  heard.end, len(committed), "".join(w.word.word for w in self._tail))
+        return committed, stats
+
+    def _draft(self, inp: RoundInput) -> tuple[int, ...]:
+        """What the round is expected to hear: the previous round's tokens from the start of this
+        round's buffer on (its own words, punctuation and timestamps), or, if that round heard
+        nothing there, the committed and unconfirmed words still in the buffer."""
+        if self._previous is not None:
+            draft = self._previous.draft(inp.offset, self.model.tokenizer.timestamp_begin)
+            if draft:
+                return draft
+        words = [*self._committed[max(0, inp.committed_before - self._dropped) :], *self._tail]
+        return tuple(t for w in words for t in w.tokens)
+
+    def _fresh(self, words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> list[HeardWord]:
+        """The words of a hypothesis after those that re-transcribe ``committed`` (the committed
+        words in its buffer): by text where the two clearly line up, else by time."""
+        if committed and words:
+            score, cut = tail_prefix_alignment([word_key(w.word.word) for w in committed[-CONTEXT_WORDS:]],
+                                               [word_key(w.word.word) for w in words])
+            if score >= min(2, len(committed)):
+                last = committed[-1].word
+                # Ties leave a revised last word ("home" heard again as "foam") over as new:
+                # it is not, when it lies within the last committed word.
+                if cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
+                    cut += 1
+                return list(words[cut:])
+        fresh = [w for w in words if w.word.start >= self._committed_end - TIME_TOLERANCE_S]
+        return drop_clipped_repeat(fresh, self._committed[-1:])
+
+    def _unless_deaf(self, planned: RoundInput, heard: Heard) -> tuple[Heard, bool]:
+        """A round that heard no new word, or skipped sound before its first one, is decoded
+        again on the audio after the committed words alone, without prompt or draft (a prompt
+        or a buffer cut mid-sentence can make Whisper hear nothing); the better hearing wins."""
+        start = max(self._committed_end, self.buffer.offset)
+        first = heard.words[0].word.start if heard.words else planned.end
+        unheard = self.buffer.sound_seconds(start, min(first, planned.end - DEAF_EDGE_S))
+        if unheard < DEAF_SOUND_S:
+            return heard, False
+        retry = self._hear_alone(planned.end, pad=False)
+        if retry is None or not retry.words:
+            return heard, True
+        retry_first = retry.words[0].word.start
+        if heard.words and self.buffer.sound_seconds(start, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
+            return heard, True
+        log.debug("round heard %s; alone, the audio after %.2f s gives %r", "nothing" if not heard.words else
+                  f"from {first:.2f} s only", start, "".join(w.word.word for w in retry.words))
+        return replace(retry, stats={**heard.stats, **{f"retry_{k}": v for k, v in retry.stats.items()}}), True
+
+    def _hear_alone(self, end: float, pad: bool) -> Heard | None:
+        """The audio from the last committed word to ``end`` decoded with no prompt or
+        draft; None if there is too little of it."""
+        start = max(self._committed_end - RETRY_LEAD_S, self.buffer.offset)
+        first = round((start - self.buffer.offset) * SAMPLE_RATE)
+        last = round((end - self.buffer.offset) * SAMPLE_RATE)
+        samples = self.buffer.samples[first:last]
+        if samples.size < 0.1 * SAMPLE_RATE:
+            return None
+        inp = RoundInput(samples, self.buffer.offset + first / SAMPLE_RATE, ())
+        heard = self._decode(self._encode(inp, pad), ())
+        return replace(heard, words=tuple(drop_clipped_repeat(list(heard.words), self._committed[-1:])))
+
+    def _final_round(self) -> tuple[list[TimedWord], dict[str, float]]:
+        forced = self._cap()
+        start = max(self._committed_end, self.buffer.offset)
+        if not self._tail and self.buffer.sound_seconds(start, self.buffer.end) < 0.1:
+            return forced, {}
+        t0 = time.perf_counter()
+        heard = self._hear_alone(self.buffer.end, pad=True)
+        words = list(heard.words) if heard is not None and heard.words else self._tail
+        committed = forced + self._record(words)
+        self._tail = []
+        stats = dict(heard.stats) if heard is not None else {}
+        stats.update({"final": 1.0, "committed": float(len(committed)),
+                      "round_ms": 1000 * (time.perf_counter() - t0)})
+        return committed, stats
+
+    # --- where stages run ---------------------------------------------------------------------------
+    def _encode(self, inp: RoundInput, pad: bool = False) -> Encoded:
+        if self.pipeline is None:
+            return self.round.encode(inp, pad)
+        return self.pipeline.encode(lambda: self.round.encode(inp, pad))
+
+    def _decode(self, encoded: Encoded, draft: tuple[int, ...]) -> Heard:
+        if self.pipeline is None:
+            return self.round.decode(encoded, draft)
+        return self.pipeline.decode(lambda: self.round.decode(encoded, draft))
+
+    # --- the buffer ------------------------------------------------------------------------------
+    def _take(self, limit: int) -> None:
+        while self._pending and limit > 0:
+            chunk = self._pending[0]
+            if chunk.size <= limit:
+                self._pending.pop(0)
+            else:
+                self._pending[0] = chunk[limit:]
+                chunk = chunk[:limit]
+            self.buffer.append(chunk)
+            self._pending_len -= chunk.size
+            limit -= chunk.size
+
+    def _cut(self) -> None:
+        """Cut the buffer where the words before the cut are final: at the latest committed
+        sentence end that leaves ``context_s`` of committed speech in the buffer, or, once the
+        buffer is longer than ``buffer_trim_s``, at the latest such word boundary. In silence,
+        keep only the last second before the next sound."""
+        o = self.options
+        inside = self._committed[self._in_buffer :]
+        keep_from = self._committed_end - o.context_s
+        boundaries = [j for j in range(1, len(inside) + 1) if inside[j - 1].word.end <= keep_from + 1e-6]
+        sentences = [j for j in boundaries if inside[j - 1].word.word.rstrip().endswith(SENTENCE_END)]
+        j = max(sentences, default=None)
+        if j is None and self.buffer.duration > o.buffer_trim_s:
+            j = max(boundaries, default=None)
+        cut, first_kept = None, self._in_buffer
+        if j is not None:
+            before = inside[j - 1].word
+            after = inside[j].word.start if j < len(inside) else (self._tail[0].word.start if self._tail
+                                                                   else self.buffer.end)
+            lo = max(before.start + 0.5 * (before.end - before.start), before.end - SNAP_S)
+            hi = max(lo, min(after + SNAP_S, self.buffer.end))
+            cut, first_kept = self.buffer.quietest(lo, hi), self._in_buffer + j
+        if not self._tail:
+            quiet_to = self.buffer.end - SILENCE_KEEP_S
+            onset = self.buffer.first_sound(max(self._committed_end, self.buffer.offset), quiet_to + ONSET_LEAD_S)
+            if onset is not None:
+                quiet_to = onset - ONSET_LEAD_S
+            if quiet_to > max(self._committed_end + o.context_s, cut or self.buffer.offset):
+                cut, first_kept = quiet_to, len(self._committed)
+        if cut is not None and cut > self.buffer.offset + 0.01:
+            self.buffer.trim_to(cut)
+            self._in_buffer = first_kept
+            self._prune()
+
+    def _cap(self) -> list[TimedWord]:
+        """Keep the buffer within ``max_buffer_s``; words of the dropped audio that no round
+        confirmed are committed as last heard, never dropped."""
+        o = self.options
+        # A round planned ahead already holds its audio; otherwise make room for the intake.
+        incoming = 0.0 if self._ahead is not None else self._pending_audio_for_round()
+        if self.buffer.duration + incoming <= o.max_buffer_s:
+            return []
+        cut = self.buffer.end + incoming - o.max_buffer_s
+        n = next((i for i, w in enumerate(self._tail) if w.word.start >= cut), len(self._tail))
+        forced = self._record(self._tail[:n])
+        self._tail = self._tail[n:]
+        self.buffer.trim_to(cut)
+        self._in_buffer = next((i for i in range(self._in_buffer, len(self._committed))
+                                if self._committed[i].word.start >= cut - 1e-6), len(self._committed))
+        log.debug("buffer over %.0f s: %d unconfirmed words committed as heard, audio before %.2f s dropped",
+                  o.max_buffer_s, len(forced), cut)
+        return forced
+
+    def _pending_audio_for_round(self) -> float:
+        return min(self._pending_len, round(self._intake_limit_s() * SAMPLE_RATE)) / SAMPLE_RATE
+
+    # --- committed words ---------------------------------------------------------------------------
+    def _prompt(self) -> tuple[int, ...]:
+        """Tokens of the committed words before the buffer, at most ``prompt_chars`` of text."""
+        budget = self.options.prompt_chars
+        k = self._in_buffer
+        while k > 0 and budget >= len(self._committed[k - 1].word.word):
+            budget -= len(self._committed[k - 1].word.word)
+            k -= 1
+        return tuple(t for w in self._committed[k : self._in_buffer] for t in w.tokens)
+
+    def _record(self, words: Sequence[HeardWord]) -> list[TimedWord]:
+        out: list[TimedWord] = []
+        for w in words:
+            start = max(w.word.start, self._committed_end)
+            end = max(w.word.end, start)
+            if (start, end) != (w.word.start, w.word.end):
+                w = replace(w, word=replace(w.word, start=start, end=end))
+            self._committed.append(w)
+            self._text.append(w.word.word)
+            self._committed_end = end
+            out.append(w.word)
+        return out
+
+    def _prune(self) -> None:
+        drop = max(0, self._in_buffer - MAX_PROMPT_WORDS)
+        if drop:
+            del self._committed[:drop]
+            self._in_buffer -= drop
+            self._dropped += drop
+
+
+def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4) -> list[HeardWord]:
+    """Without context, a decoding that starts right at the end of the last committed word
+    may hear that word (or its ending) again: drop such a first word."""
+    if not words or not last:
+        return words
+    prev, first = word_key(last[-1].word.word), word_key(words[0].word.word)
+    near = words[0].word.start < last[-1].word.end + window_s
+    if near and first and (first == prev or (len(first) >= 2 and prev.endswith(first))):
+        return words[1:]
+    return words

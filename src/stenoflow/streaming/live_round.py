@@ -1,0 +1,237 @@
+"""One round of a live stream, in two stages that a pipeline may run on different executors.
+
+A live buffer holds the audio of the words not yet committed and, before them, a few seconds of
+committed speech (context for the model). A round hears it like this:
+
+* stage A, ``encode``: log-mel of the buffer ⊕ hush word (or padded to 30 s), the encoder, the
+  cross-attention keys/values, and the prompt (the committed text before the buffer) through
+  the decoder. None of it depends on what the previous round is still deciding.
+* stage B, ``decode``: the draft (the committed words still in the buffer, then the previous
+  round's unconfirmed words) is verified in one pass; decoding goes on greedily from where the
+  model parts with it, and with a confidence gate opens the beam only where the model is unsure
+  or disagrees. The decoder records the alignment heads' attention as it goes, which gives the
+  words their times (DTW, with no second pass) and each token the audio position it was heard
+  at (for the attention-guided commit policy).
+
+The words already committed are heard again, as in Whisper-Streaming (a model that re-reads its
+own past words with more audio stays consistent, where one forced to continue a committed
+mistake repeats it), but they cost one pass, not one per token.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from stenoflow.audio.features import HOP_LENGTH
+from stenoflow.audio.io import N_SAMPLES
+from stenoflow.decoding.options import DecodingOptions, DecodingResult
+from stenoflow.decoding.repetition import text_loop_start
+from stenoflow.decoding.task import DecodingTask, Prefilled
+from stenoflow.decoding.timing import FRAMES_PER_SECOND, attended_positions, timings_from_attention
+from stenoflow.decoding.transcribe import window
+from stenoflow.model.kv_cache import CrossKV
+from stenoflow.streaming.events import TimedWord
+from stenoflow.tokenizer import TIME_PRECISION
+
+if TYPE_CHECKING:
+    from stenoflow.api import Model
+    from stenoflow.streaming.session import StreamOptions
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+MIN_SAMPLE_LEN = 32  # tokens a round may write however short its buffer
+TOKENS_PER_S = 12  # ... plus this many per second of it (speech runs at 3-5 tokens a second)
+CUT_SLACK_S = 0.1  # a word starting this little before a cut is still in the buffer (DTW times)
+
+
+@dataclass(frozen=True)
+class RoundInput:
+    """What the session hands stage A: a buffer snapshot and the committed text before it."""
+
+    samples: np.ndarray  # the buffer, float32 16 kHz
+    offset: float  # absolute time of samples[0] (s)
+    prompt: tuple[int, ...]  # tokens of the committed words before the buffer
+    committed_before: int = 0  # committed words of the stream before the buffer (session bookkeeping)
+
+    @property
+    def end(self) -> float:
+        return self.offset + self.samples.size / SAMPLE_RATE
+
+    @property
+    def duration(self) -> float:
+        return self.samples.size / SAMPLE_RATE
+
+
+@dataclass
+class Encoded:
+    """Stage A's result: the prefilled decoder over the encoded buffer."""
+
+    input: RoundInput
+    prefilled: Prefilled
+    encoder_frames: int  # mel frames the encoder heard (for GFLOPs)
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HeardWord:
+    """A word of a round: absolute times, its text tokens, and where its tokens were heard."""
+
+    word: TimedWord
+    tokens: tuple[int, ...]
+    heard_at: float  # absolute time of the latest audio position its tokens attend to most
+    span: tuple[int, int] = (0, 0)  # where its tokens lie in the round's decoded tokens
+
+
+@dataclass(frozen=True)
+class Heard:
+    """Stage B's result: the words of the buffer, in order."""
+
+    words: tuple[HeardWord, ...]
+    end: float  # absolute end of the audio the round heard
+    ended: bool  # the decoder chose end-of-text after the last word (no loop, no length limit)
+    silent: bool  # the round judged the buffer silent
+    stats: Mapping[str, float] = field(default_factory=dict)
+    offset: float = 0.0  # absolute start of the audio the round heard
+    tokens: tuple[int, ...] = ()  # what it decoded: text and timestamp tokens (loops cut)
+
+    def draft(self, start: float, timestamp_begin: int) -> tuple[int, ...]:
+        """This round's tokens from its first word at or after absolute time ``start``, as the
+        draft of a round whose buffer starts there: timestamps moved to the new start."""
+        first = next((w for w in self.words if w.word.start >= start - CUT_SLACK_S), None)
+        if first is None:
+            return ()
+        begin = first.span[0]
+        if begin > 0 and self.tokens[begin - 1] >= timestamp_begin:
+            begin -= 1  # the segment's opening timestamp
+        shift = round((start - self.offset) / TIME_PRECISION)
+        out = [t if t < timestamp_begin else max(timestamp_begin, t - shift) for t in self.tokens[begin:]]
+        return tuple(out if out and out[0] >= timestamp_begin else [timestamp_begin, *out])
+
+
+class LiveRound:
+    """The model side of a live round; holds no stream state, so stages may run anywhere."""
+
+    def __init__(self, model: Model, options: StreamOptions) -> None:
+        self.model = model
+        self.options = options
+        if options.hush and model.hush is None:
+            raise ValueError(f"no hush word for model {model.name!r}: train one with `stenoflow train-hush` "
+                             "or stream without hush")
+
+    # --- stage A ------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def encode(self, inp: RoundInput, pad: bool = False) -> Encoded:
+        """Encoder and prompt prefill for ``inp``; ``pad``: 30 s of padding, not the hush word."""
+        t0 = time.perf_counter()
+        mel = self._encoder_input(inp.samples, pad)
+        features = self.model.encode(mel)
+        cross = self.model.whisper.decoder.cross_kv(features)
+        t1 = time.perf_counter()
+        prefilled = DecodingTask(self.model.context, self._decoding(inp)).prefill(cross)
+        t2 = time.perf_counter()
+        stats = {"encoder_ms": 1000 * (t1 - t0), "prefill_ms": 1000 * (t2 - t1),
+                 "prompt_tokens": float(len(inp.prompt))}
+        return Encoded(inp, prefilled, int(mel.shape[-1]), stats)
+
+    def _encoder_input(self, samples: np.ndarray, pad: bool) -> torch.Tensor:
+        model = self.model
+        if self.options.hush and not pad and model.hush is not None \
+                and samples.size + model.hush.samples.size <= N_SAMPLES:
+            return model.features(model.hush.append(samples))
+        return window(model.features(samples, padding=N_SAMPLES), 0, samples.size // HOP_LENGTH)
+
+    # --- stage B ------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def decode(self, encoded: Encoded, draft: tuple[int, ...]) -> Heard:
+        """Decode the encoded buffer with ``draft`` (text tokens expected from its start)."""
+        inp = encoded.input
+        t0 = time.perf_counter()
+        options = self._decoding(inp, draft)
+        cross = encoded.prefilled.inference.cross
+        result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled)
+        t1 = time.perf_counter()
+        heard = self._heard(result, inp, cross)
+        t2 = time.perf_counter()
+        stats = {**encoded.stats, "decoder_ms": 1000 * (t1 - t0), "alignment_ms": 1000 * (t2 - t1),
+                 "encoder_mel_frames": float(encoded.encoder_frames), "audio_s": inp.duration,
+                 "forward_passes": result.stats.get("forward_passes", 0.0),
+                 "beam_size": float(self.options.beam_size),
+                 "beam_width_avg": result.stats.get("beam_width_avg", 1.0),
+                 "reduced_beam_share": result.stats.get("reduced_beam_share", 0.0),
+                 "draft_tokens": float(len(draft)), "draft_accepted": result.stats.get("draft_accepted", 0.0),
+                 "gate_opened": result.stats.get("fallback_unsure", 0.0),
+                 "no_speech_prob": result.no_speech_prob, "avg_logprob": result.avg_logprob,
+                 "tokens": float(len(result.tokens))}
+        return replace(heard, stats=stats)
+
+    def _decoding(self, inp: RoundInput, draft: tuple[int, ...] = ()) -> DecodingOptions:
+        o = self.options
+        return DecodingOptions(
+            language=o.language,
+            beam_size=o.beam_size if o.beam_size > 1 else None,
+            prompt=list(inp.prompt) or None,
+            max_timestamp=max(inp.duration, 0.04),  # nothing after the buffer's end
+            stop_loops=True,
+            sample_len=MIN_SAMPLE_LEN + round(TOKENS_PER_S * inp.duration),
+            reference=draft or None,
+            reference_mode="draft" if draft else None,
+            beam_gate=o.gate,
+            record_alignment=True,
+        )
+
+    def _heard(self, result: DecodingResult, inp: RoundInput, cross: CrossKV) -> Heard:
+        o = self.options
+        end = inp.end
+        silent = ((result.no_speech_prob > o.no_speech_threshold and result.avg_logprob < o.log_prob_threshold)
+                  or result.no_speech_prob > o.no_speech_skip)
+        seq = list(result.tokens)
+        eot = self.model.tokenizer.eot
+        loop = text_loop_start(seq, eot)
+        if loop is not None:
+            log.debug("round output loops from token %d: kept the text before it", loop)
+            seq = seq[:loop]
+        if silent or not any(t < eot for t in seq):
+            return Heard((), end, result.ended and loop is None, silent, offset=inp.offset)
+        # Row i of the recorded attention predicts seq[i] (the last row end-of-text); word timing
+        # reads the rows that predict text, not timestamps.
+        rows = [i for i, t in enumerate(seq) if t < eot] + [len(seq)]
+        tokens = [seq[i] for i in rows[:-1]]
+        if result.alignment is not None and result.alignment.shape[0] > len(seq):
+            alignment = result.alignment[rows]
+        else:
+            alignment = self._teacher_forced_alignment(cross, tokens)
+        alignment = alignment.permute(1, 0, 2)  # (heads, rows, positions)
+        timings = timings_from_attention(alignment, self.model.tokenizer, tokens, inp.samples.size // HOP_LENGTH)
+        heard_at = attended_positions(alignment)
+        logprobs = result.token_logprobs
+        token_probs = [float(np.exp(logprobs[i])) for i in rows[:-1]] if logprobs is not None else None
+        words: list[HeardWord] = []
+        index = 0
+        for w in timings:
+            first, index = index, index + len(w.tokens)
+            at = max(heard_at[first:index]) / FRAMES_PER_SECOND
+            p = float(np.mean(token_probs[first:index])) if token_probs is not None else float("nan")
+            words.append(HeardWord(TimedWord(w.word, inp.offset + min(w.start, inp.duration),
+                                             inp.offset + min(w.end, inp.duration), p),
+                                   tuple(tokens[first:index]), inp.offset + at, (rows[first], rows[index - 1] + 1)))
+        return Heard(tuple(words), end, result.ended and loop is None, False, offset=inp.offset, tokens=tuple(seq))
+
+    def _teacher_forced_alignment(self, cross: CrossKV, tokens: list[int]) -> torch.Tensor:
+        """Attention rows for ``tokens`` from one more pass (after a beam search, whose rows were
+        not kept): (len(tokens) + 1, heads, positions)."""
+        model = self.model
+        tok = model.tokenizer.with_options(self.options.language if model.is_multilingual else None, "transcribe")
+        sot = [*tok.sot_sequence, tok.no_timestamps]
+        seq = torch.tensor([[*sot, *tokens]])
+        cache = model.whisper.new_cache(1, seq.shape[1], (model.alignment_heads, cross.n_audio))
+        model.whisper.decoder(seq, cross, cache, last_only=True)
+        assert cache.attention is not None
+        return cache.attention[0, len(sot) - 1 : seq.shape[1]]

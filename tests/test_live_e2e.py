@@ -1,0 +1,84 @@
+"""The live session end to end on real models: nothing heard is lost, and pipelining changes nothing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+import torch
+
+from stenoflow.bench.metrics import align_words
+from stenoflow.bench.normalize import normalize_text
+from stenoflow.bench.varied import varied_stream
+from stenoflow.streaming.drivers import MODES, run_stream
+from stenoflow.streaming.session import StreamOptions
+
+if TYPE_CHECKING:
+    from stenoflow.api import Model
+    from stenoflow.bench.clips import Clip
+
+pytestmark = pytest.mark.slow
+SR = 16000
+
+
+def ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+
+
+@pytest.fixture(scope="module")
+def short_items() -> Clip:
+    """About 40 s of short items with pauses and voice changes, ending in a card list and a command."""
+    return varied_stream("test-varied", minutes=0.6, seed=7)
+
+
+def live(**overrides: object) -> StreamOptions:
+    return StreamOptions(**{"policy": "live", "hush": True, "beam_size": 1, "guide": "draft",  # type: ignore[arg-type]
+                            **overrides})
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_word_up_to_the_last_command_is_committed_once(tiny: Model, short_items: Clip, mode: str) -> None:
+    run = run_stream(lambda: tiny.stream(live()), short_items.load_audio(), mode, chunk_s=0.1)
+    ref = normalize_text(short_items.text).split()
+    hyp = normalize_text(run.text).split()
+    ops = align_words(ref, hyp)
+    deleted = [ref[i] for i, _, op in ops if op == "del"]
+    # A word may be misheard (tiny.en on synthetic voices), never dropped...
+    assert len(deleted) <= 0.03 * len(ref), (deleted, run.text)
+    # ... nor committed twice: a run of four words is said no more often than the speaker said it.
+    for gram, count in Counter(ngrams(hyp, 4)).items():
+        assert count <= max(1, Counter(ngrams(ref, 4))[gram]), (gram, run.text)
+    cards, command = (normalize_text(s[2]).split() for s in short_items.sentences[-2:])
+    tail = ref[-(len(cards) + len(command)):]
+    kept = {i for i, _, op in ops if op in ("equal", "sub")}
+    assert all(i in kept for i in range(len(ref) - len(tail), len(ref))), (tail, run.text)
+    starts = [w.start for w in run.words]
+    assert starts == sorted(starts)
+
+
+def test_the_pipelined_session_commits_what_the_sequential_one_does(tiny: Model, short_items: Clip) -> None:
+    """On the audio-time clock a round takes a step of new audio whatever the compute costs, so
+    the pipelined session (encoder of round n+1 beside the decoding of round n) must commit the
+    same words at the same times. Both run on one thread per stage, so the arithmetic is the same."""
+    audio = short_items.load_audio()[: 25 * SR]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        sequential = run_stream(lambda: tiny.stream(live(step=0.5, intake_s=0.5)), audio, "unaware", chunk_s=1.0)
+        pipelined = run_stream(lambda: tiny.stream(live(step=0.5, intake_s=0.5, pipeline=(1, 1))), audio,
+                               "unaware", chunk_s=1.0)
+    finally:
+        torch.set_num_threads(threads)
+    assert sequential.text.strip()
+    assert [(w.word, w.start, w.end) for w in pipelined.words] == [(w.word, w.start, w.end) for w in sequential.words]
+    assert sum(r.get("pipelined", 0.0) for r in pipelined.rounds) > len(pipelined.rounds) / 2
+    assert not any(r.get("pipelined", 0.0) for r in sequential.rounds)
+
+
+def test_a_live_stream_of_silence_commits_nothing(tiny: Model) -> None:
+    rng = np.random.default_rng(1)
+    noise = (1e-4 * rng.standard_normal(6 * SR)).astype(np.float32)
+    run = run_stream(lambda: tiny.stream(live()), noise, "unaware", chunk_s=0.5)
+    assert run.text == ""

@@ -1,0 +1,123 @@
+"""Live streaming logic without a model: commit policies, drafts, the draft matcher, varied text."""
+
+from __future__ import annotations
+
+import pytest
+
+from stenoflow.bench.normalize import normalize_text
+from stenoflow.bench.varied import cards, groceries, number, spell
+from stenoflow.decoding.reference import DraftMatcher, Verdict
+from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
+from stenoflow.streaming.events import TimedWord
+from stenoflow.streaming.live_round import Heard, HeardWord
+
+TB = 1000  # timestamp tokens in these tests: ids >= TB
+
+
+def hw(text: str, start: float, end: float, heard_at: float | None = None, p: float = 0.95,
+       tokens: tuple[int, ...] = (), span: tuple[int, int] = (0, 0)) -> HeardWord:
+    return HeardWord(TimedWord(text, start, end, p), tokens, end if heard_at is None else heard_at, span)
+
+
+def heard(words: list[HeardWord], end: float, ended: bool = False) -> Heard:
+    return Heard(tuple(words), end, ended, False)
+
+
+# --- LocalAgreement-n --------------------------------------------------------------------------
+def test_agreement_commits_the_common_prefix_heard_long_enough() -> None:
+    policy = AgreementCommit(frames=25)  # 0.5 s
+    previous = [hw(" go", 0.0, 0.3), hw(" forward", 0.3, 0.8), hw(" ten", 0.8, 1.1)]
+    now = heard([hw(" Go", 0.0, 0.3), hw(" forward,", 0.3, 0.8), hw(" ten", 0.8, 1.2), hw(" meters", 1.2, 1.6)], 1.6)
+    # "ten" agrees but was heard 0.4 s before the end: not yet.
+    assert policy.commit(previous, now) == 2
+
+
+def test_agreement_stops_at_the_first_disagreement() -> None:
+    previous = [hw(" the", 0.0, 0.2), hw(" night", 0.2, 0.6), hw(" of", 0.6, 0.8)]
+    now = heard([hw(" the", 0.0, 0.2), hw(" knight", 0.2, 0.6), hw(" of", 0.6, 0.8)], 5.0)
+    assert AgreementCommit().commit(previous, now) == 1
+
+
+def test_agreement_over_more_rounds_needs_all_of_them() -> None:
+    policy = AgreementCommit(rounds=3)
+    a = [hw(" one", 0, 1), hw(" two", 1, 2)]
+    b = [hw(" one", 0, 1), hw(" too", 1, 2)]
+    c = heard([hw(" one", 0, 1), hw(" two", 1, 2)], 9.0)
+    assert policy.commit([], heard(a, 5.0)) == 0  # first round: nothing to agree with
+    assert policy.commit(a, heard(b, 6.0)) == 0  # two rounds only
+    assert policy.commit(b, c) == 1  # "two" differs in the middle round
+
+
+def test_unsure_words_wait_for_more_audio_after_them() -> None:
+    policy = AgreementCommit(frames=10, sure=0.8, unsure_s=1.0)
+    previous = [hw(" cereal", 0.0, 0.5, p=0.4)]
+    assert policy.commit(previous, heard([hw(" cereal", 0.0, 0.5, p=0.4)], 1.2)) == 0
+    assert policy.commit(previous, heard([hw(" cereal", 0.0, 0.5, p=0.4)], 1.6)) == 1
+    assert policy.commit(previous, heard([hw(" cereal", 0.0, 0.5, p=0.9)], 1.2)) == 1
+
+
+# --- AlignAtt -----------------------------------------------------------------------------------
+def test_alignatt_commits_words_heard_before_the_margin_and_complete() -> None:
+    policy = AttentionCommit(frames=20)  # 0.4 s
+    words = [hw(" turn", 0.0, 0.3, 0.3), hw(" left", 0.3, 0.7, 0.7), hw(" now", 0.7, 1.0, 1.0)]
+    assert policy.commit([], heard(words, 1.2)) == 2  # "now" was heard 0.2 s before the end
+    assert policy.commit([], heard(words[:2], 1.2)) == 1  # "left" is last and the decoder did not end
+    assert policy.commit([], heard(words[:2], 1.2, ended=True)) == 2  # end-of-text completes it
+
+
+def test_commit_policy_by_name() -> None:
+    assert isinstance(commit_policy("alignatt", 10), AttentionCommit)
+    assert isinstance(commit_policy("agreement", 10, rounds=3), AgreementCommit)
+    with pytest.raises(ValueError, match="unknown commit policy"):
+        commit_policy("majority", 10)
+
+
+# --- drafts ------------------------------------------------------------------------------------
+def test_a_draft_starts_at_the_buffer_start_with_timestamps_moved() -> None:
+    # tokens: <0.00> a b <1.00><1.00> c d <2.00>, words a b c d at 0.0, 0.5, 1.0, 1.5 s
+    tokens = (TB, 1, 2, TB + 50, TB + 50, 3, 4, TB + 100)
+    words = [hw(" a", 10.0, 10.5, span=(1, 2)), hw(" b", 10.5, 11.0, span=(2, 3)),
+             hw(" c", 11.0, 11.5, span=(5, 6)), hw(" d", 11.5, 12.0, span=(6, 7))]
+    h = Heard(tuple(words), 12.0, True, False, offset=10.0, tokens=tokens)
+    assert h.draft(10.0, TB) == tokens
+    # The buffer now starts at 11.0 s: the draft starts with c's segment, timestamps 1 s earlier.
+    assert h.draft(11.0, TB) == (TB, 3, 4, TB + 50)
+    # Starting at d, mid-segment: a timestamp opens the draft.
+    assert h.draft(11.5, TB) == (TB, 4, TB + 25)
+    assert h.draft(12.5, TB) == ()
+
+
+def test_draft_matcher_follows_text_and_tolerates_timestamps() -> None:
+    m = DraftMatcher((TB, 5, 6, TB + 40, TB + 40, 7), TB)
+    assert m.observe(TB) is Verdict.MATCH
+    assert m.observe(5) is Verdict.MATCH and m.observe(6) is Verdict.MATCH
+    assert m.observe(TB + 42) is Verdict.MATCH  # a timestamp one step off still follows
+    assert m.draft(5) == (TB + 40, 7)
+    assert m.observe(7) is Verdict.MATCH  # the draft's second timestamp is passed over
+    assert m.observe(8) is Verdict.FALLBACK and m.reason == "reference-exhausted"
+
+
+def test_draft_matcher_realigns_after_a_mismatch() -> None:
+    m = DraftMatcher((1, 2, 3, 4, 5), TB)
+    assert m.observe(1) is Verdict.MATCH
+    assert m.observe(9) is Verdict.FALLBACK and m.reason == "mismatch" and not m.aligned
+    assert m.observe(4) is Verdict.MATCH and m.draft(3) == (5,)
+    assert m.observe(TB + 3) is Verdict.SKIP  # an extra timestamp in the hypothesis
+    assert DraftMatcher((), TB).aligned is False
+
+
+# --- varied streams -------------------------------------------------------------------------
+@pytest.mark.parametrize(("n", "words"), [(0, "zero"), (13, "thirteen"), (40, "forty"), (42, "forty two"),
+                                          (305, "three hundred and five"), (1005, "one thousand and five"),
+                                          (2310, "two thousand three hundred and ten")])
+def test_spelled_numbers_normalise_to_their_digits(n: int, words: str) -> None:
+    assert spell(n) == words
+    assert normalize_text(words) == str(n)
+
+
+def test_varied_items_are_reproducible_sentences() -> None:
+    import numpy as np
+
+    for make in (cards, groceries, number):
+        a, b = make(np.random.default_rng(7)), make(np.random.default_rng(7))
+        assert a == b and a[0].isupper() and a.endswith(".")
