@@ -172,3 +172,11 @@ def test_changed_parameters_rebuild(cache: Path) -> None:
     second = datasets.long_form("longform-param", minutes=0.25)
     assert first.audio_path == second.audio_path
     assert second.duration == pytest.approx(15.0, abs=0.01)
+
+
+def test_clip_names_with_dots_keep_their_own_files() -> None:
+    from stenoflow.bench.clips import clip_paths
+
+    first, second = clip_paths(Path("d/varied-1.5min-0")), clip_paths(Path("d/varied-1.5min-1"))
+    assert first == (Path("d/varied-1.5min-0.wav"), Path("d/varied-1.5min-0.json"))
+    assert set(first).isdisjoint(second)

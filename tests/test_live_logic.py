@@ -56,6 +56,20 @@ def test_unsure_words_wait_for_more_audio_after_them() -> None:
     assert policy.commit(previous, heard([hw(" cereal", 0.0, 0.5, p=0.9)], 1.2)) == 1
 
 
+def test_confident_words_need_no_second_round() -> None:
+    policy = AgreementCommit(frames=10, confident=0.9)
+    first = heard([hw(" set", 0.0, 0.3, p=0.97), hw(" a", 0.3, 0.4, p=0.95), hw(" timer", 0.4, 0.8, p=0.6),
+                   hw(" for", 0.8, 1.0, p=0.99)], 1.1)
+    # The first round commits the confident words up to the first unsure one; "for" is
+    # confident but last (it may still grow), and heard too close to the end anyway.
+    assert policy.commit([], first) == 2
+    assert AgreementCommit(frames=10).commit([], first) == 0  # plain LocalAgreement waits
+    ended = heard([hw(" stop", 0.0, 0.3, p=0.99)], 1.0, ended=True)
+    assert AgreementCommit(frames=10, confident=0.9).commit([], ended) == 1  # complete: end-of-text follows
+    with pytest.raises(ValueError, match="confident"):
+        AgreementCommit(confident=1.5)
+
+
 # --- AlignAtt -----------------------------------------------------------------------------------
 def test_alignatt_commits_words_heard_before_the_margin_and_complete() -> None:
     policy = AttentionCommit(frames=20)  # 0.4 s

@@ -12,12 +12,15 @@ from stenoflow.bench.datasets import JFK_TEXT, Clip, streams
 from stenoflow.bench.metrics import wer
 from stenoflow.streaming.drivers import run_stream
 from stenoflow.streaming.events import StreamUpdate, TimedWord
+from stenoflow.streaming.session import StreamOptions
 
 if TYPE_CHECKING:
     from stenoflow.api import Model
 
 pytestmark = pytest.mark.slow
 SR = 16000
+# Whisper-Streaming as it was: 30 s padding, beam 5 (the live default is covered in test_live_e2e).
+WHISPER_S = StreamOptions(policy="whisper-s", beam_size=5, hush=False, step=1.0)
 
 
 def feed(session, audio: np.ndarray, chunk_s: float = 0.25) -> list[StreamUpdate]:  # type: ignore[no-untyped-def]
@@ -44,8 +47,8 @@ def assert_stream_invariants(session, updates: list[StreamUpdate]) -> list[Timed
 
 
 def test_jfk_streams_with_tiny(tiny: Model, jfk_audio: np.ndarray) -> None:
-    session = tiny.stream(step=1.0)
-    other = tiny.stream(step=1.0)  # a second session on the same model, driven in between
+    session = tiny.stream(WHISPER_S)
+    other = tiny.stream(WHISPER_S)  # a second session on the same model, driven in between
     step = SR // 4
     updates = []
     for i in range(0, jfk_audio.size, step):
@@ -63,12 +66,12 @@ def test_jfk_streams_with_tiny(tiny: Model, jfk_audio: np.ndarray) -> None:
 
 
 def test_offline_and_unaware_drivers_agree_on_the_words(tiny: Model, jfk_audio: np.ndarray) -> None:
-    unaware = run_stream(lambda: tiny.stream(step=1.0), jfk_audio, "unaware", chunk_s=0.5)
+    unaware = run_stream(lambda: tiny.stream(WHISPER_S), jfk_audio, "unaware", chunk_s=0.5)
     emitted = [w.emitted_at for w in unaware.words]
     assert emitted == sorted(emitted)
     assert all(w.emitted_at >= w.end - 1e-6 for w in unaware.words)  # nothing is emitted before it is heard
     # A whole file pushed at once is worked through in the same kind of overlapping rounds.
-    offline = run_stream(lambda: tiny.stream(step=1.0), jfk_audio, "offline")
+    offline = run_stream(lambda: tiny.stream(WHISPER_S), jfk_audio, "offline")
     assert wer(JFK_TEXT, offline.text).wer <= 0.15
     assert all(w.emitted_at >= jfk_audio.size / SR for w in offline.words)
 
@@ -77,7 +80,7 @@ def test_offline_and_unaware_drivers_agree_on_the_words(tiny: Model, jfk_audio: 
 def test_silence_commits_nothing(tiny: Model, level: float) -> None:
     rng = np.random.default_rng(0)
     silence = (level * rng.standard_normal(8 * SR)).astype(np.float32)
-    session = tiny.stream(step=1.0)
+    session = tiny.stream(WHISPER_S)
     updates = feed(session, silence, chunk_s=1.0)
     assert session.committed_text == ""
     assert not [w for u in updates for w in u.committed]
@@ -85,7 +88,7 @@ def test_silence_commits_nothing(tiny: Model, level: float) -> None:
 
 
 def test_bad_pushes_are_rejected_and_the_session_survives(tiny: Model, jfk_audio: np.ndarray) -> None:
-    session = tiny.stream()
+    session = tiny.stream(WHISPER_S)
     with pytest.raises(TypeError, match="dtype"):
         session.push(np.zeros(SR, dtype=np.int32))
     with pytest.raises(ValueError, match="16000"):
@@ -112,7 +115,7 @@ def test_base_streaming_wer_is_close_to_offline(base: Model) -> None:
     segments, _ = base.transcribe(audio, beam_size=5, language="en")
     offline_wer = wer(reference, "".join(s.text for s in segments)).wer
     # step 2 s keeps the test short on two cores; the benchmark covers the smaller steps.
-    run = run_stream(lambda: base.stream(step=2.0), audio, "unaware", chunk_s=0.5)
+    run = run_stream(lambda: base.stream(WHISPER_S, step=2.0), audio, "unaware", chunk_s=0.5)
     streamed_wer = wer(reference, run.text).wer
     assert streamed_wer <= offline_wer + 0.03, (streamed_wer, offline_wer, run.text)
     starts = [w.start for w in run.words]

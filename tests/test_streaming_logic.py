@@ -281,11 +281,16 @@ def clock_audio(seconds: float) -> np.ndarray:
 
 class FakeModel:
     is_multilingual = False
+    hush = None
+
+
+# These sessions are Whisper-Streaming's: the whisper-s policy, 30 s padding.
+WHISPER_S = {"policy": "whisper-s", "hush": False}
 
 
 def scripted_session(script: list[TimedWord], policy_type: type[ScriptedPolicy] = ScriptedPolicy,
                      **kw: object) -> tuple[StreamSession, ScriptedPolicy]:
-    session = StreamSession(FakeModel(), StreamOptions(**kw))  # type: ignore[arg-type]
+    session = StreamSession(FakeModel(), StreamOptions(**{**WHISPER_S, **kw}))  # type: ignore[arg-type]
     policy = policy_type(script)
     session.policy = policy
     return session, policy
@@ -471,7 +476,7 @@ def test_words_held_back_by_the_last_round_are_committed_at_finish() -> None:
             placed = tuple(w for w in result.words if w.end <= samples.size / SR - 0.5)
             return RoundResult(placed, (), (), {}, result.words[len(placed):])
 
-    session = StreamSession(FakeModel(), StreamOptions(step=1.0, min_round_audio_s=1.0))  # type: ignore[arg-type]
+    session = StreamSession(FakeModel(), StreamOptions(**WHISPER_S, step=1.0, min_round_audio_s=1.0))  # type: ignore[arg-type]
     session.policy = Holding(script)
     audio = clock_audio(3.0)
     committed: list[TimedWord] = []
@@ -513,7 +518,7 @@ class SilentPolicy(ScriptedPolicy):
 def test_a_round_that_hears_nothing_never_cuts_off_a_sound() -> None:
     audio = np.zeros(8 * SR, dtype=np.float32)
     audio[int(4.0 * SR):] = syllables(4.0)  # speech from 4 s on
-    session = StreamSession(FakeModel(), StreamOptions(step=1.0))  # type: ignore[arg-type]
+    session = StreamSession(FakeModel(), StreamOptions(**WHISPER_S, step=1.0))  # type: ignore[arg-type]
     session.policy = SilentPolicy([])
     for i in range(0, audio.size, SR):
         session.push(audio[i: i + SR])
@@ -537,7 +542,7 @@ def test_a_hypothesis_that_skips_over_speech_is_not_committed_past_the_skip() ->
             heard = [w for w in first + later if w.end <= offset + samples.size / SR]
             return RoundResult(tuple(TimedWord(w.word, w.start - offset, w.end - offset) for w in heard))
 
-    session = StreamSession(FakeModel(), StreamOptions(step=1.0))  # type: ignore[arg-type]
+    session = StreamSession(FakeModel(), StreamOptions(**WHISPER_S, step=1.0))  # type: ignore[arg-type]
     session.policy = Skipping([])
     committed: list[TimedWord] = []
     for i in range(0, 8 * SR, SR):
@@ -569,7 +574,7 @@ def test_speech_skipped_after_a_pause_is_heard_once_the_pause_is_cut_away() -> N
                      and not (offset < 4.0 and 5.0 <= w.start < 8.0)]
             return RoundResult(tuple(TimedWord(w.word, w.start - offset, w.end - offset) for w in heard))
 
-    session = StreamSession(FakeModel(), StreamOptions(step=1.0, stall_trim_s=None))  # type: ignore[arg-type]
+    session = StreamSession(FakeModel(), StreamOptions(**WHISPER_S, step=1.0, stall_trim_s=None))  # type: ignore[arg-type]
     session.policy = SkipsAfterPause([])
     committed: list[TimedWord] = []
     for i in range(0, audio.size, SR):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,7 +14,7 @@ from stenoflow.bench.metrics import wer
 from stenoflow.streaming.events import TimedWord
 from stenoflow.streaming.policy import PreviousRound, RoundResult, WhisperRound
 from stenoflow.streaming.session import StreamOptions
-from stenoflow.streaming.variants import DEFAULT_VARIANTS, Variant, parse_variant
+from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE, Variant, parse_variant
 
 if TYPE_CHECKING:
     from stenoflow.api import Model
@@ -26,7 +27,7 @@ def test_variant_names_parse_and_round_trip() -> None:
     assert parse_variant("whisper-s+hush+verify") == Variant("whisper-s", ("hush", "verify"))
     v = parse_variant("live+draft+hush+gate")
     assert (v.hush, v.guide, v.name) == (True, "draft", "live+draft+hush+gate")
-    assert all(parse_variant(v).name == v for v in DEFAULT_VARIANTS)
+    assert all(parse_variant(s.variant).name == s.variant for s in ABLATION)
     for bad in ("whisper-s+fast", "+hush", "whisper-s+prune+verify", "whisper-s+hush+hush"):
         with pytest.raises(ValueError, match="variant"):
             parse_variant(bad)
@@ -41,6 +42,31 @@ def test_variants_set_their_stream_options() -> None:
         parse_variant("live+verify").apply(base)  # verify guides whisper-s rounds, not live ones
 
 
+def test_the_ablation_adds_one_change_at_a_time_and_every_stage_is_valid() -> None:
+    previous = None
+    for stage in ABLATION:
+        options = parse_variant(stage.variant).apply(StreamOptions(step=stage.step, beam_size=stage.beam_size))
+        assert options.step == stage.step and stage.compute in ("float32", "int8")
+        if previous is not None and stage.label.startswith("+"):
+            changed = {k for k in asdict(options) if asdict(options)[k] != asdict(previous[1])[k]}
+            assert changed or stage.compute != previous[0].compute, stage.label
+        previous = (stage, options)
+    assert ABLATION[0].variant == "whisper-s" and ABLATION[0].compute == "float32"
+
+
+def test_the_bench_measures_the_default_beside_the_ablation() -> None:
+    from stenoflow.bench.stream_bench import ModelCache, StreamBenchOptions, default_configs
+
+    configs = default_configs(StreamBenchOptions(models=("tiny.en",), peers=False), ModelCache())
+    names = [c.name for c in configs]
+    assert names[0] == "tiny.en/offline" and names[1].endswith("default")
+    # The default is the last stage of the ablation before its side lines: measured once, under both names.
+    assert names[1].endswith("= default") and len(names) == 1 + len(ABLATION)
+    assert configs[1].params["compute"] == DEFAULT_COMPUTE
+    with pytest.raises(ValueError, match="stage"):
+        default_configs(StreamBenchOptions(models=("tiny.en",), stages=("+turbo",), peers=False), ModelCache())
+
+
 def test_stream_options_reject_an_unknown_guide() -> None:
     with pytest.raises(ValueError, match="guide"):
         StreamOptions(guide="sometimes")
@@ -50,18 +76,18 @@ def test_reference_keeps_only_the_previous_words_still_in_the_buffer(tiny: Model
     words = (TimedWord(" And", 0.0, 0.4), TimedWord(" so,", 0.4, 0.9), TimedWord(" my", 1.0, 1.2),
              TimedWord(" fellow", 1.2, 1.6))
     previous = RoundResult(words)
-    policy = WhisperRound(StreamOptions(guide="verify"))
+    policy = WhisperRound(StreamOptions(policy="whisper-s", guide="verify"))
     decode = tiny.tokenizer.decode
     assert decode(list(policy.reference(tiny, PreviousRound(previous, 0.0)) or ())) == " And so, my fellow"
     # The buffer was cut at 0.95 s: the words before it are gone from the reference.
     assert decode(list(policy.reference(tiny, PreviousRound(previous, 0.95)) or ())) == " my fellow"
     assert policy.reference(tiny, PreviousRound(previous, 5.0)) is None
     assert policy.reference(tiny, None) is None
-    assert WhisperRound(StreamOptions()).reference(tiny, PreviousRound(previous, 0.0)) is None
+    assert WhisperRound(StreamOptions(policy="whisper-s", guide=None)).reference(tiny, PreviousRound(previous, 0.0)) is None
 
 
 def stream_words(model: Model, audio: np.ndarray, **options: object) -> tuple[list[TimedWord], list[dict[str, float]]]:
-    session = model.stream(StreamOptions(**options))  # type: ignore[arg-type]
+    session = model.stream(StreamOptions(**{"policy": "whisper-s", "hush": False, **options}))  # type: ignore[arg-type]
     step = SR // 2
     committed: list[TimedWord] = []
     rounds: list[dict[str, float]] = []

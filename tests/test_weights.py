@@ -307,3 +307,29 @@ def test_base_builds_and_runs(base_cache: tuple[Path, LoadedWeights]) -> None:
     audio, logits = run(base)
     assert audio.shape == (1, 100, 512) and logits.shape == (1, 2, 51865)
     assert torch.isfinite(logits).all()
+
+
+def test_converted_weights_are_cached_and_follow_their_file(tiny: LoadedWeights, ct2_bytes: bytes,
+                                                           tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    src = _ct2_dir(model_dir, tiny, ct2_bytes)
+    cache = tmp_path / "cache"
+    first = resolve_model(str(src), cache_dir=cache)
+    assert "converted_cache" not in first.extra
+    second = resolve_model(str(src), cache_dir=cache)  # mapped from the cache, not converted
+    entry = Path(str(second.extra["converted_cache"]))
+    assert entry.parent == cache / "converted"
+    assert second.state_dict.keys() == first.state_dict.keys()
+    assert all(torch.equal(second.state_dict[k], v) for k, v in first.state_dict.items())
+    for name in ("dims", "format", "source", "tokenizer_file", "alignment_heads", "suppress_ids",
+                 "suppress_ids_begin", "lang_ids"):
+        assert getattr(second, name) == getattr(first, name), name
+    # A changed model file is converted again; so is a damaged cache entry.
+    bin_path = src / "model.bin"
+    stamp = bin_path.stat().st_mtime_ns + 10**9
+    os.utime(bin_path, ns=(stamp, stamp))
+    assert "converted_cache" not in resolve_model(str(src), cache_dir=cache).extra
+    for damaged in (cache / "converted").glob("*.safetensors"):
+        damaged.write_bytes(b"not a safetensors file")
+    assert "converted_cache" not in resolve_model(str(src), cache_dir=cache).extra

@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from stenoflow.output import FORMATS
-from stenoflow.streaming.variants import DEFAULT_VARIANTS
+from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE
 
 if TYPE_CHECKING:
+    from stenoflow.api import Model
     from stenoflow.streaming.events import StreamUpdate
     from stenoflow.streaming.session import StreamOptions
 
 log = logging.getLogger("stenoflow")
-
-STREAM_COMPUTE = "int8"  # stream and profile-threads: int8 holds float32's accuracy at a fraction of its time
 
 
 def _temperatures(text: str) -> tuple[float, ...]:
@@ -75,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "StreamOptions, the configuration the streaming benchmark found best.")
     st.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
     st.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
-    add_model_args(st, default_compute=STREAM_COMPUTE)
+    add_model_args(st, default_compute=DEFAULT_COMPUTE)
     st.add_argument("--variant", default=None,
                     help="a named variant, e.g. live+hush+draft or whisper-s+hush+verify (see README)")
     st.add_argument("--policy", default=None, choices=["live", "whisper-s"], help="session policy")
@@ -92,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--align-frames", type=int, default=None,
                     help="live: a committed word was heard this many 20 ms frames before the audio's end")
     st.add_argument("--agree-rounds", type=int, default=None, help="live agreement: rounds that must agree")
+    st.add_argument("--commit-confident", type=float, default=None, metavar="P",
+                    help="live agreement: words at least this probable are final without a second round")
     st.add_argument("--context", type=float, default=None, dest="context_s",
                     help="live: seconds of committed speech kept in the buffer")
     st.add_argument("--pipeline", default=None,
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "stream with every encoder:decoder thread split (and sequentially), prints "
                                     "the per-word latency of each and stores the best for `stenoflow stream`.")
     pt.add_argument("--model", default="base")
-    pt.add_argument("--compute", default=STREAM_COMPUTE, choices=["float32", "int8"])
+    pt.add_argument("--compute", default=DEFAULT_COMPUTE, choices=["float32", "int8"])
     pt.add_argument("--minutes", type=float, default=0.75, help="length of the synthesized sample")
 
     b = sub.add_parser("bench", help="benchmarks against peers, in the same run")
@@ -154,17 +155,21 @@ def build_parser() -> argparse.ArgumentParser:
     bh.add_argument("--threads", type=int, default=2)
     bh.add_argument("--out", type=Path, default=Path("bench-results"))
 
-    bs = bsub.add_parser("stream", help="streaming latency and WER: offline vs Whisper-S steps (and peers)")
+    bs = bsub.add_parser("stream", help="streaming latency and WER: the ablation, the default and the peers")
     bs.add_argument("--models", default="tiny.en,base", help="comma list of model names")
-    bs.add_argument("--steps", default="0.5,1,2", help="comma list of steps in seconds")
-    bs.add_argument("--guided-steps", default="0.5,1", help="steps of the variants with +prune or +verify")
-    bs.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
-                    help="comma list of round variants: a policy name with +hush, +prune or +verify")
+    bs.add_argument("--stages", default=",".join(s.label for s in ABLATION),
+                    help="comma list of ablation stages to run (all by default; empty: none)")
+    bs.add_argument("--variants", default="",
+                    help="comma list of further variants (e.g. live+hush+draft), at the default step and beam")
     bs.add_argument("--no-peers", action="store_true", help="leave out the WhisperLiveKit peers")
-    bs.add_argument("--streams", type=int, default=3, help="evaluation streams")
-    bs.add_argument("--minutes", type=float, default=5.0, help="length of each stream")
+    bs.add_argument("--streams", type=int, default=2, help="continuous read-prose streams")
+    bs.add_argument("--minutes", type=float, default=3.0, help="length of each continuous stream")
+    bs.add_argument("--varied", type=int, default=2, help="varied streams (short items, pauses, lists, numbers)")
+    bs.add_argument("--varied-minutes", type=float, default=1.5, help="length of each varied stream")
+    bs.add_argument("--drift-minutes", type=float, default=20.0,
+                    help="one long stream through the default configuration (0: none)")
     bs.add_argument("--configs", default="", help="comma list of configuration names or globs to run")
-    bs.add_argument("--quick", action="store_true", help="1 stream of 1 minute (development)")
+    bs.add_argument("--quick", action="store_true", help="1 stream of each kind, 1 minute, no drift (development)")
     bs.add_argument("--threads", type=int, default=2)
     bs.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per push")
     bs.add_argument("--gold-model", default="base", help="model that aligns the reference for gold word times")
@@ -177,23 +182,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from stenoflow.api import load_model
-    from stenoflow.output import write_outputs
 
     model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
     formats = list(FORMATS) if args.output_format == "all" else [args.output_format]
+    failed: list[Path] = []
     for path in args.files:
-        bar = None if args.no_progress else tqdm(total=0.0, unit="s", desc=path.name, file=sys.stderr,
-                                                  bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}]")
+        # One bad file (missing, corrupt, empty) is reported and the others still get transcribed,
+        # as openai-whisper does; the exit status says that something failed.
+        try:
+            _transcribe_one(model, path, args, formats)
+        except (ValueError, OSError) as e:
+            log.error("%s: skipped: %s", path, e)
+            failed.append(path)
+    if failed:
+        log.error("%d of %d files failed: %s", len(failed), len(args.files), ", ".join(map(str, failed)))
+        return 1
+    return 0
 
-        def progress(done: float, total: float) -> None:
-            if bar is not None:
-                bar.total = round(total, 1)
-                bar.n = round(done, 1)
-                bar.refresh()
 
+def _transcribe_one(model: Model, path: Path, args: argparse.Namespace, formats: list[str]) -> None:
+    from tqdm import tqdm
+
+    from stenoflow.output import write_outputs
+
+    bar = None if args.no_progress else tqdm(total=0.0, unit="s", desc=path.name, file=sys.stderr,
+                                              bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}]")
+
+    def progress(done: float, total: float) -> None:
+        if bar is not None:
+            bar.total = round(total, 1)
+            bar.n = round(done, 1)
+            bar.refresh()
+
+    try:
         segments_iter, info = model.transcribe(
             path, progress=progress, language=args.language, task=args.task,
             beam_size=args.beam_size, best_of=args.best_of, patience=args.patience,
@@ -205,13 +227,14 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         for seg in segments_iter:
             segments.append(seg)
             line = f"[{seg.start:7.2f} -> {seg.end:7.2f}] {seg.text.strip()}"
-            (bar.write(line) if bar is not None else sys.stdout.write(line + "\n"))
+            # Through the bar, so a segment line never lands inside the progress line.
+            (bar.write(line, file=sys.stdout) if bar is not None else sys.stdout.write(line + "\n"))
+    finally:
         if bar is not None:
             bar.close()
-        written = write_outputs(segments, info, path, args.output_dir, formats)
-        log.info("%s: language %s, %d segments -> %s", path, info.language, len(segments),
-                 ", ".join(str(p) for p in written))
-    return 0
+    written = write_outputs(segments, info, path, args.output_dir, formats)
+    log.info("%s: language %s, %d segments -> %s", path, info.language, len(segments),
+             ", ".join(str(p) for p in written))
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -236,11 +259,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.bench == "stream":
         from stenoflow.bench.stream_bench import StreamBenchOptions, run_stream_bench
 
+        quick = args.quick
         sopts = StreamBenchOptions(
-            models=tuple(_list(args.models)), steps=tuple(float(x) for x in _list(args.steps)),
-            guided_steps=tuple(float(x) for x in _list(args.guided_steps)),
-            variants=tuple(_list(args.variants)), peers=not args.no_peers, streams=1 if args.quick else args.streams,
-            minutes=1.0 if args.quick else args.minutes, chunk_s=args.chunk, threads=args.threads,
+            models=tuple(_list(args.models)), stages=tuple(_list(args.stages)), variants=tuple(_list(args.variants)),
+            peers=not args.no_peers, streams=1 if quick else args.streams, minutes=1.0 if quick else args.minutes,
+            varied=1 if quick else args.varied, varied_minutes=1.0 if quick else args.varied_minutes,
+            drift_minutes=0.0 if quick else args.drift_minutes, chunk_s=args.chunk, threads=args.threads,
             gold_model=args.gold_model, configs=tuple(_list(args.configs)))
         sys.stdout.write(run_stream_bench(sopts, args.out) + "\n")
         return 0
@@ -361,25 +385,26 @@ def cmd_stream(args: argparse.Namespace) -> int:
 def stream_options(args: argparse.Namespace) -> StreamOptions:
     """StreamOptions from the defaults, the variant, then each option given on the command line."""
     from stenoflow.streaming.session import StreamOptions
-    from stenoflow.streaming.threads import SEQUENTIAL, stored_split
+    from stenoflow.streaming.threads import stored_split, with_stored_split
     from stenoflow.streaming.variants import parse_variant
 
     options = StreamOptions()
     if args.variant:
-        options = parse_variant(args.variant).apply(options)
+        split = stored_split(args.model, args.compute)
+        options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "commit",
-                                                    "align_frames", "agree_rounds", "context_s", "language")
+                                                    "align_frames", "agree_rounds", "commit_confident", "context_s",
+                                                    "language")
              if getattr(args, name) is not None}
     options = replace(options, **given)
     if options.policy != "live":
         return options
     if args.pipeline is None or args.pipeline == "profile":
-        stored = stored_split(args.model, args.compute)
-        if stored is None and args.pipeline == "profile":
+        if args.pipeline == "profile" and stored_split(args.model, args.compute) is None:
             raise ValueError(f"no stored thread split for {args.model} ({args.compute}): run "
                              f"`stenoflow profile-threads --model {args.model} --compute {args.compute}` first")
-        if stored is not None:
-            options = replace(options, pipeline=None if stored == SEQUENTIAL else stored)  # type: ignore[arg-type]
+        if args.pipeline == "profile" or not args.variant:  # a named variant says itself whether it pipelines
+            options = with_stored_split(options, args.model, args.compute)
     else:
         if args.pipeline == "off":
             split = None
@@ -456,6 +481,7 @@ def cmd_train_hush(args: argparse.Namespace) -> int:
     return 0
 
 
+BENCH_COMMANDS = ("bench", "data", "train-hush", "profile-threads")  # what the bench extra serves
 COMMANDS = {"transcribe": cmd_transcribe, "stream": cmd_stream, "models": cmd_models, "bench": cmd_bench, "data": cmd_data,
             "train-hush": cmd_train_hush, "profile-threads": cmd_profile_threads}
 
@@ -466,6 +492,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return COMMANDS[args.command](args)
+    except ModuleNotFoundError as e:
+        extra = "bench" if args.command in BENCH_COMMANDS else "dev"
+        log.error("`stenoflow %s` needs the %r module: install the %s extra (pip install -e '.[%s]')",
+                  args.command, e.name, extra, extra)
+        return 2
     except (ValueError, FileNotFoundError) as e:
         log.error("%s", e)
         return 2

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from stenoflow.decoding.transcribe import Segment, TranscriptionInfo
+if TYPE_CHECKING:  # the CLI imports this module for FORMATS: it must not pull in torch
+    from stenoflow.decoding.transcribe import Segment, TranscriptionInfo
 
 FORMATS = ("txt", "srt", "vtt", "json")
 

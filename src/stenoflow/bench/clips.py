@@ -133,9 +133,14 @@ def clip_key(params: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(params, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+def clip_paths(stem: Path) -> tuple[Path, Path]:
+    """The wav and the sidecar of a clip named ``stem`` (whose name may hold dots: "1.5min")."""
+    return stem.with_name(stem.name + ".wav"), stem.with_name(stem.name + ".json")
+
+
 def load_cached(stem: Path, params: dict[str, Any]) -> Clip | None:
     """The clip at ``stem`` if its sidecar was written for exactly these parameters."""
-    wav, meta_path = stem.with_suffix(".wav"), stem.with_suffix(".json")
+    wav, meta_path = clip_paths(stem)
     if not (wav.is_file() and meta_path.is_file()):
         return None
     try:
@@ -175,7 +180,7 @@ def write_clip(
 ) -> Clip:
     """Write wav then sidecar, each atomically; the sidecar last, as the commit marker."""
     stem.parent.mkdir(parents=True, exist_ok=True)
-    wav, meta_path = stem.with_suffix(".wav"), stem.with_suffix(".json")
+    wav, meta_path = clip_paths(stem)
     meta: dict[str, Any] = {
         "key": clip_key(params),
         "params": params,

@@ -52,6 +52,11 @@ def word_latencies(gold: Sequence[GoldWord], emitted: Sequence[EmittedWord]) -> 
 
     A reference word split into several tokens counts once, at its latest-emitted token.
     """
+    return [latency for _, latency in timed_latencies(gold, emitted)]
+
+
+def timed_latencies(gold: Sequence[GoldWord], emitted: Sequence[EmittedWord]) -> list[tuple[float, float]]:
+    """``(gold end, latency)`` of each recognised reference word, in reference order."""
     ref_tokens, ref_owner = expand_normalized(w.word for w in gold)
     hyp_tokens, hyp_owner = expand_normalized(w.word for w in emitted)
     emitted_at: dict[int, float] = {}
@@ -60,7 +65,7 @@ def word_latencies(gold: Sequence[GoldWord], emitted: Sequence[EmittedWord]) -> 
             ref = ref_owner[r]
             when = emitted[hyp_owner[h]].emitted_at
             emitted_at[ref] = max(when, emitted_at.get(ref, when))
-    return [emitted_at[i] - gold[i].end for i in sorted(emitted_at)]
+    return [(gold[i].end, emitted_at[i] - gold[i].end) for i in sorted(emitted_at)]
 
 
 def encoder_flops(dims: ModelDims, mel_frames: int) -> float:

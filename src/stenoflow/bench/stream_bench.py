@@ -22,14 +22,21 @@ import torch
 from stenoflow.api import Model, load_model
 from stenoflow.bench.datasets import Clip, streams
 from stenoflow.bench.gold import GoldWord, gold_words
-from stenoflow.bench.latency import LatencyStats, encoder_gflops_per_audio_s, word_latencies
-from stenoflow.bench.machine import machine_record
+from stenoflow.bench.latency import (
+    LatencyStats,
+    encoder_gflops_per_audio_s,
+    timed_latencies,
+    word_latencies,
+)
+from stenoflow.bench.machine import machine_record, resident_mb
 from stenoflow.bench.metrics import wer
+from stenoflow.bench.varied import varied_streams
 from stenoflow.streaming.drivers import StreamRun, run_stream, write_word_log
 from stenoflow.streaming.events import StreamingSession
 from stenoflow.streaming.offline import OfflineSession
 from stenoflow.streaming.session import StreamOptions
-from stenoflow.streaming.variants import DEFAULT_VARIANTS, parse_variant
+from stenoflow.streaming.threads import stored_split, with_stored_split
+from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE, Stage, parse_variant
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +44,15 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class StreamBenchOptions:
     models: tuple[str, ...] = ("tiny.en", "base")
-    steps: tuple[float, ...] = (0.5, 1.0, 2.0)  # steps of the unguided variants
-    guided_steps: tuple[float, ...] = (0.5, 1.0)  # steps of the variants the previous round guides
-    variants: tuple[str, ...] = DEFAULT_VARIANTS  # see stenoflow.streaming.variants
+    stages: tuple[str, ...] = tuple(s.label for s in ABLATION)  # ablation lines to run (labels)
+    variants: tuple[str, ...] = ()  # more variants, at the default's compute, step and beam
     peers: bool = True  # WhisperLiveKit's LocalAgreement and SimulStreaming in the same run
-    streams: int = 3
-    minutes: float = 5.0
+    streams: int = 2  # continuous read prose ...
+    minutes: float = 3.0
+    varied: int = 2  # ... and varied streams: short items, pauses, lists, numbers, voices
+    varied_minutes: float = 1.5
+    drift_minutes: float = 20.0  # one long stream for the default configuration only (0: none)
     chunk_s: float = 0.1  # audio arrives in pieces this long
-    beam_size: int = 5
     threads: int = 2
     gold_model: str = "base"  # aligns the reference text for gold word times
     configs: tuple[str, ...] = ()  # name patterns to run (fnmatch); empty: all
@@ -62,33 +70,53 @@ class BenchConfig:
 
 
 class ModelCache:
-    """Models loaded on first use and shared by every configuration of the run."""
+    """Models loaded on first use (per name and compute type) and shared by the whole run."""
 
     def __init__(self) -> None:
-        self._models: dict[str, Model] = {}
+        self._models: dict[tuple[str, str], Model] = {}
 
-    def get(self, name: str) -> Model:
-        if name not in self._models:
-            self._models[name] = load_model(name)
-        return self._models[name]
+    def get(self, name: str, compute: str = "float32") -> Model:
+        if (name, compute) not in self._models:
+            self._models[name, compute] = load_model(name, compute=compute)
+        return self._models[name, compute]
+
+
+def stage_options(stage: Stage, model: str) -> StreamOptions:
+    """The stream options of an ablation stage (a ``+pipe`` stage uses the stored thread split
+    of ``model``, or one thread per executor if none was stored)."""
+    split = stored_split(model, stage.compute)
+    base = StreamOptions(step=stage.step, beam_size=stage.beam_size)
+    return parse_variant(stage.variant).apply(base, split if isinstance(split, tuple) else None)
 
 
 def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[BenchConfig]:
     configs: list[BenchConfig] = []
+    stages = {s.label: s for s in ABLATION}
+    unknown = [label for label in options.stages if label not in stages]
+    if unknown:
+        raise ValueError(f"unknown ablation stage(s) {unknown}; known: {list(stages)}")
+    default = StreamOptions()
+    extra = [Stage(v, v, DEFAULT_COMPUTE, default.step, default.beam_size) for v in options.variants]
     for name in options.models:
-        configs.append(BenchConfig(f"{name}/offline", lambda n=name: OfflineSession(models.get(n), options.beam_size),
-                                   "offline", name, {"beam_size": options.beam_size}))
-        for variant in map(parse_variant, options.variants):
-            if variant.hush and models.get(name).hush is None:
-                log.warning("%s has no hush word: %s is left out", name, variant.name)
+        configs.append(BenchConfig(f"{name}/offline", lambda n=name: OfflineSession(models.get(n), 5),
+                                   "offline", name, {"beam_size": 5, "compute": "float32"}))
+        default_options = with_stored_split(default, name, DEFAULT_COMPUTE)
+        lines = [(f"{name}/default", DEFAULT_COMPUTE, default_options)]
+        for s in [*(stages[label] for label in options.stages), *extra]:
+            stage = stage_options(s, name)
+            label = f"{name}/{s.label}: {s.variant}/{s.compute}/step{s.step:g}/beam{s.beam_size}"
+            if (s.compute, stage.resolved(models.get(name))) == (DEFAULT_COMPUTE,
+                                                                 default_options.resolved(models.get(name))):
+                lines[0] = (f"{label} = default", *lines[0][1:])  # measured once, under both names
                 continue
-            for step in options.guided_steps if variant.guide else options.steps:
-                stream_options = StreamOptions(step=step, policy=variant.policy, beam_size=options.beam_size,
-                                               hush=variant.hush, guide=variant.guide)
-                configs.append(BenchConfig(
-                    f"{name}/{variant.name}/step{step:g}/realtime",
-                    lambda n=name, o=stream_options: models.get(n).stream(o),  # type: ignore[misc]
-                    "realtime", name, asdict(stream_options)))
+            lines.append((label, s.compute, stage))
+        for label, compute, stream_options in lines:
+            if stream_options.hush and models.get(name).hush is None:
+                log.warning("%s has no hush word: %s is left out", name, label)
+                continue
+            configs.append(BenchConfig(
+                label, lambda n=name, c=compute, o=stream_options: models.get(n, c).stream(o),  # type: ignore[misc]
+                "realtime", name, {"compute": compute, **asdict(stream_options)}))
         if options.peers:
             configs += peer_configs(name, options)
     return configs
@@ -118,7 +146,7 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
     torch.set_num_threads(options.threads)
     models = ModelCache()
     configs = select([*default_configs(options, models), *extra_configs], options.configs)
-    clips = streams(options.streams, options.minutes)
+    clips = [*streams(options.streams, options.minutes), *varied_streams(options.varied, options.varied_minutes)]
     audios = {c.name: c.load_audio() for c in clips}
     gold = {c.name: gold_words(c, models.get(options.gold_model), audios[c.name]) for c in clips}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -129,20 +157,70 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
         for clip in clips:
             log.info("%s on %s (%.0f s)", config.name, clip.name, clip.duration)
             run = run_stream(config.factory, audios[clip.name], config.mode, options.chunk_s)
-            write_word_log(run.words, out_dir / "logs" / f"{config.name.replace('/', '_')}-{clip.name}.jsonl")
+            write_word_log(run.words, out_dir / "logs" / f"{_file_name(config.name)}-{clip.name}.jsonl")
             runs.append((clip, run))
         row = summarize(config, runs, gold, models)
         log.info("%s: WER %.2f%%, latency mean %.2f s, RTF %.2f", config.name, 100 * row["wer"],
                  row["latency"]["mean"], row["rtf"])  # type: ignore[index]
         rows.append(row)
+    drift = None
+    defaults = [c for c in configs if c.name.endswith("default")]
+    if options.drift_minutes > 0 and defaults:
+        drift = run_drift(defaults[-1], options, models, out_dir)
     record = {"machine": machine_record(), "options": asdict(options),
               "clips": [{"name": c.name, "duration": c.duration, "voices": c.voice} for c in clips],
-              "configs": rows}
+              "configs": rows, "drift": drift}
     (out_dir / "stream.json").write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
     table = format_table(rows)
+    if drift is not None:
+        table += "\n\n" + format_drift(drift)
     (out_dir / "stream.md").write_text(_markdown(table, record), encoding="utf-8")
     plot(rows, out_dir / "stream.png")
     return table
+
+
+def _file_name(config: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "+-." else "_" for ch in config)
+
+
+DRIFT_WINDOW_S = 300.0  # the drift check compares the first and the last this many seconds
+
+
+def run_drift(config: BenchConfig, options: StreamBenchOptions, models: ModelCache, out_dir: Path) -> dict[str, object]:
+    """One long stream through ``config``: latency of the first and last five minutes, and the
+    process's resident memory as the stream goes on (it must stay flat)."""
+    clip = streams(1, options.drift_minutes, seed=20)[0]
+    audio = clip.load_audio()
+    gold = gold_words(clip, models.get(options.gold_model), audio)
+    memory: list[tuple[float, float]] = []
+
+    def on_update(_update: object, at: float) -> None:
+        if not memory or at - memory[-1][0] >= 30.0:
+            memory.append((at, resident_mb()))
+
+    log.info("drift: %s on %s (%.0f s)", config.name, clip.name, clip.duration)
+    run = run_stream(config.factory, audio, config.mode, options.chunk_s, on_update=on_update)
+    write_word_log(run.words, out_dir / "logs" / f"drift-{_file_name(config.name)}.jsonl")
+    timed = timed_latencies(gold, run.words)
+    first = LatencyStats.of([lat for end, lat in timed if end <= DRIFT_WINDOW_S])
+    last = LatencyStats.of([lat for end, lat in timed if end >= clip.duration - DRIFT_WINDOW_S])
+    settled = [mb for at, mb in memory if at >= 60.0] or [mb for _, mb in memory]
+    return {"config": config.name, "clip": clip.name, "duration": clip.duration,
+            "wer": wer(clip.text, run.text).wer, "rtf": run.rtf,
+            "first": asdict(first), "last": asdict(last),
+            "p90_ratio": last.p90 / first.p90 if first.p90 > 0 else float("nan"),
+            "rss_mb": memory, "rss_growth_mb": settled[-1] - settled[0] if settled else float("nan")}
+
+
+def format_drift(drift: dict[str, object]) -> str:
+    first, last = drift["first"], drift["last"]
+    assert isinstance(first, dict) and isinstance(last, dict)
+    return (f"Drift, {drift['config']} on {drift['clip']} ({float(drift['duration']) / 60:.0f} min): "  # type: ignore[arg-type]
+            f"WER {100 * float(drift['wer']):.2f}%, RTF {float(drift['rtf']):.2f}; "  # type: ignore[arg-type]
+            f"latency first 5 min mean {first['mean']:.2f} s / p90 {first['p90']:.2f} s, "
+            f"last 5 min mean {last['mean']:.2f} s / p90 {last['p90']:.2f} s "
+            f"(p90 ratio {float(drift['p90_ratio']):.2f}); "  # type: ignore[arg-type]
+            f"resident memory grew {float(drift['rss_growth_mb']):+.0f} MB after the first minute.")
 
 
 def summarize(config: BenchConfig, runs: Sequence[tuple[Clip, StreamRun]], gold: dict[str, list[GoldWord]],

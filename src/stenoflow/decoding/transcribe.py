@@ -204,6 +204,13 @@ def window(mel: torch.Tensor, seek: int, size: int) -> torch.Tensor:
     return piece
 
 
+SILENCE_PEAK = 10 ** (-70 / 20)  # a window whose samples all stay below -70 dBFS holds no speech
+
+
+def _digital_silence(samples: np.ndarray) -> bool:
+    return samples.size == 0 or float(np.abs(samples).max()) < SILENCE_PEAK
+
+
 def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
              language: str, progress: Callable[[float, float], None] | None) -> Iterator[Segment]:
     tok = model.tokenizer.with_options(language if model.tokenizer.multilingual else None, options.task)
@@ -219,6 +226,13 @@ def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames:
     while seek < content_frames:
         time_offset = seek * HOP_LENGTH / SAMPLE_RATE
         size = min(N_FRAMES, content_frames - seek)
+        if _digital_silence(audio[seek * HOP_LENGTH : (seek + size) * HOP_LENGTH]):
+            # Whisper "hears" words in pure silence ("You", "Thank you."), often with a
+            # log-probability that passes the no-speech rule: a silent window is not decoded.
+            seek += size
+            if progress:
+                progress(min(seek * HOP_LENGTH / SAMPLE_RATE, total), total)
+            continue
         speech_s = None
         if options.hush and size < N_FRAMES:
             assert model.hush is not None

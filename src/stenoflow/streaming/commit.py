@@ -38,28 +38,40 @@ class AgreementCommit:
     those the model heard at least ``frames`` before the end of the audio. With short steps two
     rounds hear nearly the same audio and make the same mistakes, so agreement means more when
     it spans more rounds. A word the model is unsure of (mean token probability below ``sure``)
-    also waits until it heard ``unsure_s`` of audio after it."""
+    also waits until it heard ``unsure_s`` of audio after it. A word it is confident of (mean
+    token probability at least ``confident``) needs no agreement: it is final in the first round
+    that heard past it, by the AlignAtt rule (heard ``frames`` before the end, and complete:
+    another word follows it)."""
 
     name = "agreement"
 
-    def __init__(self, frames: int = 0, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0) -> None:
+    def __init__(self, frames: int = 0, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0,
+                 confident: float | None = None) -> None:
         if frames < 0 or unsure_s < 0 or not 0 <= sure <= 1 or rounds < 2:
             raise ValueError(f"need frames >= 0, rounds >= 2, unsure_s >= 0 and 0 <= sure <= 1, got "
                              f"{frames}, {rounds}, {unsure_s}, {sure}")
+        if confident is not None and not 0 < confident <= 1:
+            raise ValueError(f"confident must be in (0, 1] or None, got {confident}")
         self.margin = frames / FRAMES_PER_SECOND
         self.rounds = rounds
         self.sure = sure
+        self.confident = confident
         self.unsure_margin = max(self.margin, unsure_s)
         self._older: list[list[str]] = []  # word keys of the tails before the previous one
 
     def commit(self, previous: Sequence[HeardWord], heard: Heard) -> int:
         earlier = [*self._older, [word_key(w.word.word) for w in previous]][-(self.rounds - 1) :]
+        words = heard.words
         n = 0
-        for i, new in enumerate(heard.words):
+        for i, new in enumerate(words):
             key = word_key(new.word.word)
-            sure = new.word.probability >= self.sure  # NaN counts as unsure
-            if len(earlier) < self.rounds - 1 or any(i >= len(e) or e[i] != key for e in earlier) \
-                    or new.heard_at >= heard.end - (self.margin if sure else self.unsure_margin):
+            p = new.word.probability  # NaN: neither sure nor confident
+            margin = self.margin if p >= self.sure else self.unsure_margin
+            if new.heard_at >= heard.end - margin:
+                break
+            agreed = len(earlier) >= self.rounds - 1 and all(i < len(e) and e[i] == key for e in earlier)
+            early = self.confident is not None and p >= self.confident and (i + 1 < len(words) or heard.ended)
+            if not (agreed or early):
                 break
             n += 1
         self._older = [e[n:] for e in earlier][-(self.rounds - 2) :] if self.rounds > 2 else []
@@ -89,10 +101,11 @@ class AttentionCommit:
 COMMIT_POLICIES = ("agreement", "alignatt")
 
 
-def commit_policy(name: str, frames: int, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0) -> CommitPolicy:
+def commit_policy(name: str, frames: int, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0,
+                  confident: float | None = None) -> CommitPolicy:
     """A new commit policy for one stream (policies may keep state between rounds)."""
     if name == AgreementCommit.name:
-        return AgreementCommit(frames, rounds, sure, unsure_s)
+        return AgreementCommit(frames, rounds, sure, unsure_s, confident)
     if name == AttentionCommit.name:
         return AttentionCommit(frames)
     raise ValueError(f"unknown commit policy {name!r}; known: {', '.join(COMMIT_POLICIES)}")

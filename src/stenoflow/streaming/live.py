@@ -69,10 +69,10 @@ class LiveSession:
 
     def __init__(self, model: Model, options: StreamOptions, pipeline: Pipeline | None = None) -> None:
         self.model = model
-        self.options = options
+        self.options = options = options.resolved(model)
         self.round = LiveRound(model, options)
         self.policy = commit_policy(options.commit, options.align_frames, options.agree_rounds, options.commit_sure,
-                                    options.commit_unsure_s)
+                                    options.commit_unsure_s, options.commit_confident)
         self.pipeline = pipeline
         self.buffer = AudioBuffer()
         self._pending: list[np.ndarray] = []
@@ -310,7 +310,7 @@ class LiveSession:
         boundaries = [j for j in range(1, len(inside) + 1) if inside[j - 1].word.end <= keep_from + 1e-6]
         sentences = [j for j in boundaries if inside[j - 1].word.word.rstrip().endswith(SENTENCE_END)]
         j = max(sentences, default=None)
-        if j is None and self.buffer.duration > o.buffer_trim_s:
+        if j is None and self.buffer.duration > o.trim_s:
             j = max(boundaries, default=None)
         cut, first_kept = None, self._in_buffer
         if j is not None:

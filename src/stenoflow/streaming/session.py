@@ -53,24 +53,35 @@ GUIDES = {"whisper-s": ("prune", "verify"), "live": ("draft",)}
 SESSION_POLICIES = tuple(GUIDES)
 
 
+GUIDE_BY_POLICY = {"whisper-s": None, "live": "draft"}  # what guide="auto" means
+TRIM_BY_POLICY = {"whisper-s": 15.0, "live": 10.0}  # what buffer_trim_s=None means
+
+
 @dataclass(frozen=True)
 class StreamOptions:
-    """How a stream is transcribed. ``policy`` picks the session: ``whisper-s`` (Whisper-Streaming
-    rounds over a buffer of up to 30 s) or ``live`` (short buffers, see streaming.live); a few
-    fields apply to one of them only, as their comments say."""
+    """How a stream is transcribed. ``policy`` picks the session: ``live`` (short buffers and
+    one-pass drafts, see streaming.live) or ``whisper-s`` (Whisper-Streaming rounds over a buffer
+    of up to 30 s); a few fields apply to one of them only, as their comments say.
 
-    step: float = 1.0  # seconds of new audio between rounds (back-to-back when rounds are slower)
-    policy: str = "whisper-s"  # "whisper-s" or "live"
-    beam_size: int = 5  # beams per round (1: greedy)
-    hush: bool = False  # encode buffer ⊕ the model's hush word instead of padding to 30 s
+    The defaults are what ``stenoflow stream`` runs: the configuration the streaming benchmark
+    found fastest for its accuracy (see the README). Fields left at ``None`` or ``"auto"`` take
+    the policy's and the model's own choice when a session opens (``resolved``)."""
+
+    step: float = 0.5  # seconds of new audio between rounds (back-to-back when rounds are slower)
+    policy: str = "live"  # "live" or "whisper-s"
+    beam_size: int = 1  # beams per round (1: greedy)
+    # encode buffer ⊕ the model's hush word instead of padding to 30 s (None: when it has one)
+    hush: bool | None = None
     # The previous round guides decoding: whisper-s "prune" (token by token) or "verify" (one
-    # pass); live "draft" (its unconfirmed tokens, verified in one pass).
-    guide: str | None = None
+    # pass); live "draft" (its unconfirmed tokens, verified in one pass). "auto": live drafts,
+    # whisper-s rounds are unguided; None: no guide.
+    guide: str | None = "auto"
     # Confidence gate (nats): one row while the best token leads the second by this much and
     # agrees with the guide; beam search where it does not. None: the guide alone decides.
     gate: float | None = None
     language: str | None = "en"  # None: detected every round (multilingual models; whisper-s only)
-    buffer_trim_s: float = 15.0  # whisper-s: above this, trim the buffer at a committed segment end
+    # above this, the buffer is cut at a committed boundary (None: 10 s live, 15 s whisper-s)
+    buffer_trim_s: float | None = None
     max_buffer_s: float = 30.0  # hard cap: the encoder hears at most 30 s
     prompt_chars: int = 200  # committed text before the buffer, given as the prompt
     min_round_audio_s: float = 1.0  # audio needed before the first round
@@ -92,7 +103,10 @@ class StreamOptions:
     agree_rounds: int = 2  # live agreement: rounds that must agree on a word (2: LocalAgreement-2)
     commit_sure: float = 0.0
     commit_unsure_s: float = 0.0
-    context_s: float = 1.0  # live: committed speech kept in the buffer before the new words
+    # live agreement: a word at least this probable is final in the first round that heard past
+    # it (the AlignAtt rule), without waiting for the next round to agree (None: always wait).
+    commit_confident: float | None = None
+    context_s: float = 0.5  # live: committed speech kept in the buffer before the new words
     intake_s: float | None = None  # live: most new audio a round takes (None: all that arrived)
     # live: run the encoder stage of the next round beside this round's decoding, on two
     # executors with (encoder, decoder) threads; None: one after the other on all threads.
@@ -106,20 +120,22 @@ class StreamOptions:
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
         guides = GUIDES[self.policy]
-        if self.guide is not None and self.guide not in guides:
+        if self.guide not in (None, "auto", *guides):
             raise ValueError(f"guide for the {self.policy} policy must be one of {', '.join(guides)} or None, "
                              f"got {self.guide!r}")
         if self.gate is not None and not self.gate >= 0:
             raise ValueError(f"gate must be >= 0 nats or None, got {self.gate}")
-        if not 0 < self.buffer_trim_s < self.max_buffer_s <= 30.0:
+        if not 0 < self.trim_s < self.max_buffer_s <= 30.0:
             raise ValueError("need 0 < buffer_trim_s < max_buffer_s <= 30 seconds, got "
-                             f"{self.buffer_trim_s} and {self.max_buffer_s}")
+                             f"{self.trim_s} and {self.max_buffer_s}")
         if self.prompt_chars < 0 or self.min_round_audio_s < 0:
             raise ValueError("prompt_chars and min_round_audio_s must be >= 0")
         if self.stall_trim_s is not None and not self.stall_trim_s > 0:
             raise ValueError(f"stall_trim_s must be > 0 seconds or None, got {self.stall_trim_s}")
         if self.commit not in ("agreement", "alignatt"):
             raise ValueError(f"commit must be 'agreement' or 'alignatt', got {self.commit!r}")
+        if self.commit_confident is not None and not 0 < self.commit_confident <= 1:
+            raise ValueError(f"commit_confident must be in (0, 1] or None, got {self.commit_confident}")
         if self.align_frames < 0 or self.context_s < 0:
             raise ValueError("align_frames and context_s must be >= 0")
         if self.intake_s is not None and not self.intake_s >= self.step:
@@ -130,14 +146,27 @@ class StreamOptions:
             raise ValueError("live streams need a language (prefilled rounds cannot detect it)")
 
     @property
+    def trim_s(self) -> float:
+        """``buffer_trim_s``, or the policy's own when it is None."""
+        return TRIM_BY_POLICY[self.policy] if self.buffer_trim_s is None else self.buffer_trim_s
+
+    @property
     def max_intake_s(self) -> float:
         """Most new audio one round takes in: the rest waits, so a backlog (a whole file pushed
         at once) is worked through in overlapping rounds instead of overflowing the buffer."""
-        return max(self.step, self.max_buffer_s - self.buffer_trim_s)
+        return max(self.step, self.max_buffer_s - self.trim_s)
+
+    def resolved(self, model: Model) -> StreamOptions:
+        """These options with every automatic choice made for ``model``: the hush word when the
+        model has one, the policy's guide and buffer length."""
+        return replace(self, hush=model.hush is not None if self.hush is None else self.hush,
+                       guide=GUIDE_BY_POLICY[self.policy] if self.guide == "auto" else self.guide,
+                       buffer_trim_s=self.trim_s)
 
 
 def open_session(model: Model, options: StreamOptions) -> StreamingSession:
     """A new session of ``options.policy`` on ``model``."""
+    options = options.resolved(model)
     if options.policy == "live":
         from stenoflow.streaming.live import LiveSession
         from stenoflow.streaming.pipeline import Pipeline
@@ -156,7 +185,7 @@ class StreamSession:
 
     def __init__(self, model: Model, options: StreamOptions | None = None) -> None:
         self.model = model
-        self.options = options or StreamOptions()
+        self.options = (options or StreamOptions()).resolved(model)
         o = self.options
         verify_options(DecodingOptions(language=o.language, beam_size=o.beam_size), model.is_multilingual)
         if o.hush and model.hush is None:
@@ -333,7 +362,7 @@ class StreamSession:
         tail = self.agreement.complete()
         if not tail and self._stall_trim(result, offset):
             return
-        if self.buffer.duration <= self.options.buffer_trim_s:
+        if self.buffer.duration <= self.options.trim_s:
             return
         limit = tail[0].start if tail else self.buffer.end
         sentence_ends = [w.end for w in result.words[:-1] if w.word.rstrip().endswith(SENTENCE_END)]

@@ -13,9 +13,14 @@ import json
 import logging
 import os
 import platform
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stenoflow.weights.registry import default_cache_dir
+
+if TYPE_CHECKING:
+    from stenoflow.streaming.session import StreamOptions
 
 log = logging.getLogger(__name__)
 
@@ -87,3 +92,14 @@ def store_split(model: str, compute: str, split: tuple[int, int] | None, record:
     tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def with_stored_split(options: StreamOptions, model: str, compute: str, cache_dir: Path | None = None) -> StreamOptions:
+    """Live ``options`` pipelined as ``stenoflow profile-threads`` chose for ``model`` at
+    ``compute`` (unchanged when it chose one executor, was never run, or the policy is not live)."""
+    if options.policy != "live":
+        return options
+    split = stored_split(model, compute, cache_dir)
+    if split is None:
+        return options
+    return replace(options, pipeline=split if isinstance(split, tuple) else None)

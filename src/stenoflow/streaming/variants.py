@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from stenoflow.streaming.session import StreamOptions
 
+# The compute type streams load their model in (the CLI's and the benchmark's default): int8 with
+# per-channel scales holds float32's accuracy (see stenoflow.model.quant) at a fraction of its time.
+DEFAULT_COMPUTE = "int8"
 GATE_NATS = 1.0  # the confidence gate a +gate variant uses
 PIPELINE_THREADS = (1, 1)  # the executors of a +pipe variant when none was profiled
 
@@ -36,8 +39,6 @@ EXTRAS: Mapping[str, Mapping[str, object]] = MappingProxyType({
     "pipe": {"pipeline": PIPELINE_THREADS},
 })
 GUIDES = ("prune", "verify", "draft")
-DEFAULT_VARIANTS = ("whisper-s", "whisper-s+hush", "whisper-s+hush+verify", "live+hush+draft",
-                    "live+hush+draft+alignatt")
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,9 @@ class Variant:
     def apply(self, options: StreamOptions, pipeline: tuple[int, int] | None = None) -> StreamOptions:
         """``options`` with this variant's policy and extras (``pipeline``: the executors' threads
         for ``+pipe``, e.g. from ``stenoflow profile-threads``)."""
-        fields: dict[str, object] = {"policy": self.policy}
+        # A variant is the whole configuration of these fields: what it does not name is off.
+        fields: dict[str, object] = {"policy": self.policy, "hush": False, "guide": None, "gate": None,
+                                     "commit": "agreement", "pipeline": None}
         for extra in self.extras:
             fields.update(EXTRAS[extra])
         if "pipe" in self.extras and pipeline is not None:
@@ -78,3 +81,29 @@ def parse_variant(name: str) -> Variant:
     if len(set(extras)) != len(extras) or sum(e in GUIDES for e in extras) > 1:
         raise ValueError(f"variant {name!r}: give each option once and at most one of {', '.join(GUIDES)}")
     return Variant(policy, tuple(extras))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One line of the ablation: a variant at a compute type, step and beam width."""
+
+    label: str
+    variant: str
+    compute: str = "float32"
+    step: float = 1.0
+    beam_size: int = 5
+
+
+# The ablation in the order of WhisperFlow's Fig. 10: Whisper-Streaming as it was (30 s padding,
+# beam 5, step 1 s), then one change at a time, each stage keeping the previous ones, up to the
+# default configuration; pipelining and AlignAtt beside it.
+ABLATION = (
+    Stage("baseline", "whisper-s"),
+    Stage("+hush", "whisper-s+hush"),
+    Stage("+draft/gate", "whisper-s+hush+verify+gate"),
+    Stage("+int8", "whisper-s+hush+verify+gate", "int8"),
+    Stage("+greedy, step 0.5", "whisper-s+hush+verify", "int8", step=0.5, beam_size=1),
+    Stage("+short buffers", "live+hush+draft", "int8", step=0.5, beam_size=1),
+    Stage("+pipelining", "live+hush+draft+pipe", "int8", step=0.5, beam_size=1),
+    Stage("alignatt", "live+hush+draft+alignatt", "int8", step=0.5, beam_size=1),
+)

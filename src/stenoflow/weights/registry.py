@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from stenoflow.model.dims import ModelDims
+from stenoflow.weights.converted import load_converted
 from stenoflow.weights.ctranslate2 import load_ctranslate2
 from stenoflow.weights.ggml import is_ggml_file, load_ggml
 from stenoflow.weights.huggingface import load_huggingface
@@ -250,12 +251,10 @@ def resolve_model(name_or_path: str, cache_dir: Path | None = None) -> LoadedWei
     ``cache_dir`` is the cache root (default $STENOFLOW_CACHE or ~/.cache/stenoflow).
     """
     start = time.perf_counter()
+    cache_root = Path(cache_dir) if cache_dir else default_cache_dir()
     model = _named(name_or_path)
     if model is not None:
-        fmt, target = (
-            "ctranslate2",
-            _named_dir(model, Path(cache_dir) if cache_dir else default_cache_dir()),
-        )
+        fmt, target = "ctranslate2", _named_dir(model, cache_root)
     else:
         path = Path(name_or_path).expanduser()
         if not path.exists():
@@ -265,7 +264,7 @@ def resolve_model(name_or_path: str, cache_dir: Path | None = None) -> LoadedWei
                 f"and no such path; a path may be {'; '.join(PATH_FORMATS)}"
             )
         fmt, target = detect_format(path)
-    weights = loader_for(fmt)(target)
+    weights = load_converted(target, fmt, loader_for(fmt), cache_root)
     _fill_alignment_heads(weights)
     log.info(
         "loaded %s (%s) from %s in %.2f s",
