@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow
 SR = 16000
 # Whisper-Streaming as it was: 30 s padding, beam 5 (the live default is covered in test_live_e2e).
-WHISPER_S = StreamOptions(policy="whisper-s", beam_size=5, hush=False, step=1.0)
+WHISPER_S = StreamOptions(policy="whisper-s", beam_size=5, hush=False, guide=None, step=1.0)
 
 
 def feed(session, audio: np.ndarray, chunk_s: float = 0.25) -> list[StreamUpdate]:  # type: ignore[no-untyped-def]

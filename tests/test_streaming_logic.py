@@ -285,7 +285,7 @@ class FakeModel:
 
 
 # These sessions are Whisper-Streaming's: the whisper-s policy, 30 s padding.
-WHISPER_S = {"policy": "whisper-s", "hush": False}
+WHISPER_S = {"policy": "whisper-s", "hush": False, "guide": None}
 
 
 def scripted_session(script: list[TimedWord], policy_type: type[ScriptedPolicy] = ScriptedPolicy,

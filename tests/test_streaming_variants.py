@@ -87,7 +87,7 @@ def test_reference_keeps_only_the_previous_words_still_in_the_buffer(tiny: Model
 
 
 def stream_words(model: Model, audio: np.ndarray, **options: object) -> tuple[list[TimedWord], list[dict[str, float]]]:
-    session = model.stream(StreamOptions(**{"policy": "whisper-s", "hush": False, **options}))  # type: ignore[arg-type]
+    session = model.stream(StreamOptions(**{"policy": "whisper-s", "hush": False, "guide": None, **options}))  # type: ignore[arg-type]
     step = SR // 2
     committed: list[TimedWord] = []
     rounds: list[dict[str, float]] = []

@@ -53,28 +53,28 @@ GUIDES = {"whisper-s": ("prune", "verify"), "live": ("draft",)}
 SESSION_POLICIES = tuple(GUIDES)
 
 
-GUIDE_BY_POLICY = {"whisper-s": None, "live": "draft"}  # what guide="auto" means
+GUIDE_BY_POLICY = {"whisper-s": "verify", "live": "draft"}  # what guide="auto" means
 TRIM_BY_POLICY = {"whisper-s": 15.0, "live": 10.0}  # what buffer_trim_s=None means
 
 
 @dataclass(frozen=True)
 class StreamOptions:
-    """How a stream is transcribed. ``policy`` picks the session: ``live`` (short buffers and
-    one-pass drafts, see streaming.live) or ``whisper-s`` (Whisper-Streaming rounds over a buffer
-    of up to 30 s); a few fields apply to one of them only, as their comments say.
+    """How a stream is transcribed. ``policy`` picks the session: ``whisper-s`` (Whisper-Streaming
+    rounds over a buffer of up to 30 s) or ``live`` (short buffers and one-pass drafts, see
+    streaming.live); a few fields apply to one of them only, as their comments say.
 
     The defaults are what ``stenoflow stream`` runs: the configuration the streaming benchmark
-    found fastest for its accuracy (see the README). Fields left at ``None`` or ``"auto"`` take
+    found fastest at its accuracy (see the README). Fields left at ``None`` or ``"auto"`` take
     the policy's and the model's own choice when a session opens (``resolved``)."""
 
     step: float = 0.5  # seconds of new audio between rounds (back-to-back when rounds are slower)
-    policy: str = "live"  # "live" or "whisper-s"
+    policy: str = "whisper-s"  # "whisper-s" or "live"
     beam_size: int = 1  # beams per round (1: greedy)
     # encode buffer ⊕ the model's hush word instead of padding to 30 s (None: when it has one)
     hush: bool | None = None
     # The previous round guides decoding: whisper-s "prune" (token by token) or "verify" (one
-    # pass); live "draft" (its unconfirmed tokens, verified in one pass). "auto": live drafts,
-    # whisper-s rounds are unguided; None: no guide.
+    # pass); live "draft" (its unconfirmed tokens, verified in one pass). "auto": "verify" for
+    # whisper-s, "draft" for live; None: no guide.
     guide: str | None = "auto"
     # Confidence gate (nats): one row while the best token leads the second by this much and
     # agrees with the guide; beam search where it does not. None: the guide alone decides.
