@@ -102,7 +102,7 @@ ABLATION = (
     Stage("+hush", "whisper-s+hush"),
     Stage("+draft/gate", "whisper-s+hush+verify+gate"),
     Stage("+int8", "whisper-s+hush+verify+gate", "int8"),
-    Stage("+greedy, step 0.5", "whisper-s+hush+verify", "int8", step=0.5, beam_size=1),
+    Stage("+greedy/step 0.5", "whisper-s+hush+verify", "int8", step=0.5, beam_size=1),
     Stage("live: short buffers", "live+hush+draft", "int8", step=0.5, beam_size=1),
     Stage("live: +pipelining", "live+hush+draft+pipe", "int8", step=0.5, beam_size=1),
     Stage("live: alignatt", "live+hush+draft+alignatt", "int8", step=0.5, beam_size=1),
