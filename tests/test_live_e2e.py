@@ -39,13 +39,13 @@ def live(**overrides: object) -> StreamOptions:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_word_up_to_the_last_command_is_committed_once(tiny: Model, short_items: Clip, mode: str) -> None:
-    run = run_stream(lambda: tiny.stream(live()), short_items.load_audio(), mode, chunk_s=0.1)
+def test_every_word_up_to_the_last_command_is_committed_once(base: Model, short_items: Clip, mode: str) -> None:
+    run = run_stream(lambda: base.stream(live()), short_items.load_audio(), mode, chunk_s=0.1)
     ref = normalize_text(short_items.text).split()
     hyp = normalize_text(run.text).split()
     ops = align_words(ref, hyp)
     deleted = [ref[i] for i, _, op in ops if op == "del"]
-    # A word may be misheard (tiny.en on synthetic voices), never dropped...
+    # A word may be misheard (synthetic voices), never dropped...
     assert len(deleted) <= 0.03 * len(ref), (deleted, run.text)
     # ... nor committed twice: a run of four words is said no more often than the speaker said it.
     for gram, count in Counter(ngrams(hyp, 4)).items():

@@ -221,11 +221,15 @@ class LiveSession:
             if score >= min(2, len(committed)):
                 last = committed[-1].word
                 # Ties leave a revised last word ("home" heard again as "foam") over as new:
-                # it is not, when it lies within the last committed word.
-                if cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
+                # it is not, when it starts within the last committed word. A word after the
+                # last committed word heard again as it was is new, wherever DTW puts it.
+                heard_last = cut > 0 and word_key(words[cut - 1].word.word) == word_key(last.word)
+                if not heard_last and cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
                     cut += 1
                 return list(words[cut:])
-        fresh = [w for w in words if w.word.start >= self._committed_end - TIME_TOLERANCE_S]
+        # By time: a word is new when most of it lies after the committed words (DTW squeezes
+        # the times of words at the end of a buffer, so a start alone may fall a little early).
+        fresh = [w for w in words if (w.word.start + w.word.end) / 2 >= self._committed_end - TIME_TOLERANCE_S]
         return drop_clipped_repeat(fresh, self._committed[-1:])
 
     def _unless_deaf(self, planned: RoundInput, heard: Heard) -> tuple[Heard, bool]:
@@ -268,6 +272,15 @@ class LiveSession:
         t0 = time.perf_counter()
         heard = self._hear_alone(self.buffer.end, pad=True)
         words = list(heard.words) if heard is not None and heard.words else self._tail
+        if heard is not None and heard.words:
+            # Word times at a buffer's end run early, so the audio after the last committed
+            # word may still hold it: what re-transcribes committed words is not new.
+            words = self._fresh(words, self._committed[self._in_buffer :])
+        if self._tail and not {word_key(w.word.word) for w in words} & {word_key(w.word.word) for w in self._tail}:
+            # Alone, a second of audio can make Whisper write anything ("country" as "I'm
+            # afraid."): a final hearing that shares no word with what the last round heard in
+            # context does not replace it.
+            words = self._tail
         committed = forced + self._record(words)
         self._tail = []
         stats = dict(heard.stats) if heard is not None else {}

@@ -59,16 +59,16 @@ TRIM_BY_POLICY = {"whisper-s": 15.0, "live": 10.0}  # what buffer_trim_s=None me
 
 @dataclass(frozen=True)
 class StreamOptions:
-    """How a stream is transcribed. ``policy`` picks the session: ``whisper-s`` (Whisper-Streaming
-    rounds over a buffer of up to 30 s) or ``live`` (short buffers and one-pass drafts, see
-    streaming.live); a few fields apply to one of them only, as their comments say.
+    """How a stream is transcribed. ``policy`` picks the session: ``live`` (short buffers and
+    one-pass drafts, see streaming.live) or ``whisper-s`` (Whisper-Streaming rounds over a buffer
+    of up to 30 s); a few fields apply to one of them only, as their comments say.
 
     The defaults are what ``stenoflow stream`` runs: the configuration the streaming benchmark
     found fastest at its accuracy (see the README). Fields left at ``None`` or ``"auto"`` take
     the policy's and the model's own choice when a session opens (``resolved``)."""
 
     step: float = 0.5  # seconds of new audio between rounds (back-to-back when rounds are slower)
-    policy: str = "whisper-s"  # "whisper-s" or "live"
+    policy: str = "live"  # "live" or "whisper-s"
     beam_size: int = 1  # beams per round (1: greedy)
     # encode buffer ⊕ the model's hush word instead of padding to 30 s (None: when it has one)
     hush: bool | None = None

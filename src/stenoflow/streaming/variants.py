@@ -96,14 +96,14 @@ class Stage:
 
 # The ablation in the order of WhisperFlow's Fig. 10: Whisper-Streaming as it was (30 s padding,
 # beam 5, step 1 s), then one change at a time, each stage keeping the previous ones, up to the
-# default configuration; the live session (short buffers), its pipelining and AlignAtt beside it.
+# default configuration (the live session); its pipelining and AlignAtt beside it.
 ABLATION = (
     Stage("baseline", "whisper-s"),
     Stage("+hush", "whisper-s+hush"),
     Stage("+draft/gate", "whisper-s+hush+verify+gate"),
     Stage("+int8", "whisper-s+hush+verify+gate", "int8"),
     Stage("+greedy/step 0.5", "whisper-s+hush+verify", "int8", step=0.5, beam_size=1),
-    Stage("live: short buffers", "live+hush+draft", "int8", step=0.5, beam_size=1),
-    Stage("live: +pipelining", "live+hush+draft+pipe", "int8", step=0.5, beam_size=1),
-    Stage("live: alignatt", "live+hush+draft+alignatt", "int8", step=0.5, beam_size=1),
+    Stage("+short buffers", "live+hush+draft", "int8", step=0.5, beam_size=1),
+    Stage("+pipelining", "live+hush+draft+pipe", "int8", step=0.5, beam_size=1),
+    Stage("alignatt", "live+hush+draft+alignatt", "int8", step=0.5, beam_size=1),
 )
