@@ -340,7 +340,8 @@ def plot(rows: Sequence[dict[str, object]], path: Path) -> None:
             continue
         if np.isfinite(lat["mean"]):
             ax.scatter([lat["mean"]], [y], color=colour)
-            ax.annotate(str(r["name"]).removeprefix(model + "/"), (lat["mean"], y), fontsize=7,
+            label = str(r["name"]).removeprefix(model + "/").split(": ")[0]  # the stage, not its spelling
+            ax.annotate(label + (" (default)" if str(r["name"]).endswith("default") else ""), (lat["mean"], y), fontsize=7,
                         xytext=(4, 3), textcoords="offset points")
     ax.set_xlabel("mean per-word latency (s)")
     ax.set_ylabel("WER (%)")
