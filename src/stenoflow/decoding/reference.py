@@ -75,7 +75,33 @@ class Verdict(Enum):
     FALLBACK = "fallback"  # the hypothesis and the reference part ways (see ``reason``)
 
 
-class ReferenceMatcher:
+class _Cursor:
+    """A position in a token sequence that a hypothesis follows: what both matchers share."""
+
+    reference: tuple[int, ...]
+    cursor: int | None  # next reference index to match; None: not aligned
+    search_from: int  # where a new alignment may start
+    reason: str | None  # why the last FALLBACK verdict happened
+
+    @property
+    def aligned(self) -> bool:
+        return self.cursor is not None
+
+    def draft(self, limit: int) -> tuple[int, ...]:
+        """The reference tokens expected next (at most ``limit``): the draft to verify."""
+        if self.cursor is None or limit <= 0:
+            return ()
+        return self.reference[self.cursor : self.cursor + limit]
+
+    def _fallback(self, reason: str) -> Verdict:
+        if self.cursor is not None:
+            self.search_from = self.cursor
+        self.cursor = None
+        self.reason = reason
+        return Verdict.FALLBACK
+
+
+class ReferenceMatcher(_Cursor):
     """Follows a hypothesis along the reference, one best token at a time (paper §4.2.2).
 
     * alignment: the first word token of the hypothesis is searched in the reference, and the
@@ -107,10 +133,6 @@ class ReferenceMatcher:
         """Back to the unaligned start, for a new decoding."""
         self.cursor, self.search_from, self.reason, self.skips = None, 0, None, 0
 
-    @property
-    def aligned(self) -> bool:
-        return self.cursor is not None
-
     def observe(self, token: int) -> Verdict:
         """Judge the best token of the current step and move the cursor accordingly."""
         if self.skippable(token):
@@ -134,21 +156,12 @@ class ReferenceMatcher:
         self.cursor += 1
         return Verdict.MATCH
 
-    def draft(self, limit: int) -> tuple[int, ...]:
-        """The reference tokens expected next (at most ``limit``): the draft to verify."""
-        if self.cursor is None or limit <= 0:
-            return ()
-        return self.reference[self.cursor : self.cursor + limit]
-
     def _fallback(self, reason: str) -> Verdict:
-        if self.cursor is not None:
-            self.search_from = self.cursor
-        self.cursor, self.skips = None, 0
-        self.reason = reason
-        return Verdict.FALLBACK
+        self.skips = 0
+        return super()._fallback(reason)
 
 
-class DraftMatcher:
+class DraftMatcher(_Cursor):
     """Follows a hypothesis along an exact draft (text and timestamp tokens), for ``draft`` mode.
 
     Text tokens must equal the draft's; a timestamp matches any timestamp in the draft (its value
@@ -167,10 +180,6 @@ class DraftMatcher:
 
     def restart(self) -> None:
         self.cursor, self.search_from, self.reason = (0 if self.reference else None), 0, None
-
-    @property
-    def aligned(self) -> bool:
-        return self.cursor is not None
 
     def observe(self, token: int) -> Verdict:
         ref, tb = self.reference, self.timestamp_begin
@@ -196,15 +205,3 @@ class DraftMatcher:
             return self._fallback(MISMATCH)
         self.cursor += 1
         return Verdict.MATCH
-
-    def draft(self, limit: int) -> tuple[int, ...]:
-        if self.cursor is None or limit <= 0:
-            return ()
-        return self.reference[self.cursor : self.cursor + limit]
-
-    def _fallback(self, reason: str) -> Verdict:
-        if self.cursor is not None:
-            self.search_from = self.cursor
-        self.cursor = None
-        self.reason = reason
-        return Verdict.FALLBACK

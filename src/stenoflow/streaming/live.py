@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stenoflow.audio.io import validate_samples
 from stenoflow.streaming.agreement import tail_prefix_alignment, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import StreamUpdate, TimedWord
+from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.live_round import Encoded, Heard, HeardWord, LiveRound, RoundInput
 
 if TYPE_CHECKING:
@@ -75,10 +75,7 @@ class LiveSession:
                                     options.commit_unsure_s, options.commit_confident)
         self.pipeline = pipeline
         self.buffer = AudioBuffer()
-        self._pending: list[np.ndarray] = []
-        self._pending_len = 0
-        self._arrived = 0
-        self._snapshot_at: int | None = None
+        self.intake = Intake()
         self._committed: list[HeardWord] = []  # recent committed words (prompt and draft)
         self._in_buffer = 0  # index in _committed of the first committed word inside the buffer
         self._committed_end = 0.0
@@ -87,23 +84,13 @@ class LiveSession:
         self._ahead: Encoded | None = None  # stage A of the next round, done ahead
         self._previous: Heard | None = None  # the last round's whole hearing (the next draft)
         self._dropped = 0  # committed words pruned from _committed (only their text is kept)
-        self._finished = False
         self.rounds_run = 0
 
     # --- the StreamingSession protocol -------------------------------------------------------
     def push(self, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> StreamUpdate:
         """Append samples; run a round if one is due (see ``StreamSession.push`` for the rules)."""
-        if self._finished:
-            raise RuntimeError("push() after finish(): start a new session for a new stream")
-        if sample_rate != SAMPLE_RATE:
-            raise ValueError(f"streaming sessions take 16000 Hz samples, got sample_rate={sample_rate}; "
-                             "resample the stream to 16 kHz before pushing")
-        chunk = validate_samples(samples)
-        if chunk.size:
-            self._pending.append(chunk)
-            self._pending_len += chunk.size
-            self._arrived += chunk.size
-        if not self._round_due():
+        self.intake.accept(samples, sample_rate)
+        if not self.intake.due(self.options.step, self.options.min_round_audio_s):
             return StreamUpdate(tail=self.tail)
         committed, stats = self._round()
         return StreamUpdate(tuple(committed), self.tail, (stats,))
@@ -111,12 +98,12 @@ class LiveSession:
     def finish(self) -> StreamUpdate:
         """Hear the audio no round has heard yet, then decode what is not final once more,
         unconditioned, and commit all of it."""
-        if self._finished:
+        if self.intake.closed:
             return StreamUpdate()
-        self._finished = True
+        self.intake.closed = True
         committed: list[TimedWord] = []
         rounds: list[dict[str, float]] = []
-        while self._pending_len or self._ahead is not None:
+        while self.intake.pending or self._ahead is not None:
             words, stats = self._round()
             committed += words
             rounds.append(stats)
@@ -137,17 +124,9 @@ class LiveSession:
         return tuple(w.word for w in self._tail)
 
     # --- rounds --------------------------------------------------------------------------------
-    def _round_due(self) -> bool:
-        if not self._pending_len:
-            return False
-        if self._snapshot_at is None:
-            return self._arrived >= self.options.min_round_audio_s * SAMPLE_RATE
-        return self._arrived - self._snapshot_at >= self.options.step * SAMPLE_RATE
-
     def _plan(self) -> RoundInput:
         """Take the audio that arrived into the buffer and describe the round to run on it."""
-        self._take(self._intake())
-        self._snapshot_at = self._arrived - self._pending_len
+        self.intake.take(self._intake(), self.buffer)
         return RoundInput(self.buffer.samples, self.buffer.offset, self._prompt(), self._dropped + self._in_buffer)
 
     def _intake_limit_s(self) -> float:
@@ -166,7 +145,8 @@ class LiveSession:
         any, once the stream ended) and fits in the buffer before this round cuts it."""
         step = self.options.step * SAMPLE_RATE
         room = (self.options.max_buffer_s - self.buffer.duration) * SAMPLE_RATE
-        return self._pending_len >= (1 if self._finished else step) and room >= min(step, self._pending_len)
+        pending = self.intake.pending
+        return pending >= (1 if self.intake.closed else step) and room >= min(step, pending)
 
     def _round(self) -> tuple[list[TimedWord], dict[str, float]]:
         t0 = time.perf_counter()
@@ -300,18 +280,6 @@ class LiveSession:
         return self.pipeline.decode(lambda: self.round.decode(encoded, draft))
 
     # --- the buffer ------------------------------------------------------------------------------
-    def _take(self, limit: int) -> None:
-        while self._pending and limit > 0:
-            chunk = self._pending[0]
-            if chunk.size <= limit:
-                self._pending.pop(0)
-            else:
-                self._pending[0] = chunk[limit:]
-                chunk = chunk[:limit]
-            self.buffer.append(chunk)
-            self._pending_len -= chunk.size
-            limit -= chunk.size
-
     def _cut(self) -> None:
         """Cut the buffer where the words before the cut are final: at the latest committed
         sentence end that leaves ``context_s`` of committed speech in the buffer, or, once the
@@ -365,7 +333,7 @@ class LiveSession:
         return forced
 
     def _pending_audio_for_round(self) -> float:
-        return min(self._pending_len, round(self._intake_limit_s() * SAMPLE_RATE)) / SAMPLE_RATE
+        return min(self.intake.pending, round(self._intake_limit_s() * SAMPLE_RATE)) / SAMPLE_RATE
 
     # --- committed words ---------------------------------------------------------------------------
     def _prompt(self) -> tuple[int, ...]:

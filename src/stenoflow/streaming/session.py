@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stenoflow.audio.io import validate_samples
 from stenoflow.decoding.options import DecodingOptions, verify_options
 from stenoflow.streaming.agreement import AgreementOptions, LocalAgreement
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.events import StreamingSession, StreamUpdate, TimedWord
+from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.policy import PreviousRound, RoundResult, resolve_policy
 from stenoflow.streaming.prompt import build_prompt, prompt_horizon
 
@@ -194,10 +194,7 @@ class StreamSession:
         self.policy = resolve_policy(o)
         self.agreement = LocalAgreement(o.agreement)
         self.buffer = AudioBuffer()
-        self._pending: list[np.ndarray] = []  # arrived, not yet taken by a round
-        self._pending_len = 0
-        self._arrived = 0  # samples pushed so far
-        self._snapshot_at: int | None = None  # samples arrived when the last round took its snapshot
+        self.intake = Intake()
         self._committed: list[TimedWord] = []  # recent committed words (the prompt reads them)
         self._text: list[str] = []  # every committed word's text
         self._previous: PreviousRound | None = None
@@ -205,7 +202,6 @@ class StreamSession:
         # Words the last round heard but left for a later round to confirm: those after a skip
         # over speech and those DTW squeezed against the buffer end (absolute times).
         self._waiting: list[TimedWord] = []
-        self._finished = False
         self.rounds_run = 0
 
     # --- the StreamingSession protocol ---------------------------------------------------------
@@ -217,29 +213,20 @@ class StreamSession:
         (resample the stream before pushing; ``stenoflow.audio.io.load_audio`` does it for files).
         A rejected chunk (wrong rate, dtype or shape, NaN) leaves the session unchanged.
         """
-        if self._finished:
-            raise RuntimeError("push() after finish(): start a new session for a new stream")
-        if sample_rate != SAMPLE_RATE:
-            raise ValueError(f"streaming sessions take 16000 Hz samples, got sample_rate={sample_rate}; "
-                             "resample the stream to 16 kHz before pushing")
-        chunk = validate_samples(samples)
-        if chunk.size:
-            self._pending.append(chunk)
-            self._pending_len += chunk.size
-            self._arrived += chunk.size
-        if not self._round_due():
+        self.intake.accept(samples, sample_rate)
+        if not self.intake.due(self.options.step, self.options.min_round_audio_s):
             return StreamUpdate(tail=self.agreement.complete())
         committed, stats = self._round()
         return StreamUpdate(tuple(committed), self.agreement.complete(), (stats,))
 
     def finish(self) -> StreamUpdate:
         """Process the audio no round has heard yet, then commit the rest of the hypothesis."""
-        if self._finished:
+        if self.intake.closed:
             return StreamUpdate()
-        self._finished = True
+        self.intake.closed = True
         committed: list[TimedWord] = []
         rounds: list[dict[str, float]] = []
-        while self._pending_len:
+        while self.intake.pending:
             words, stats = self._round()
             committed += words
             rounds.append(stats)
@@ -257,24 +244,16 @@ class StreamSession:
         return self.agreement.complete()
 
     # --- rounds -----------------------------------------------------------------------------
-    def _round_due(self) -> bool:
-        if not self._pending_len:
-            return False
-        if self._snapshot_at is None:
-            return self._arrived >= self.options.min_round_audio_s * SAMPLE_RATE
-        return self._arrived - self._snapshot_at >= self.options.step * SAMPLE_RATE
-
     def _round(self) -> tuple[list[TimedWord], dict[str, float]]:
         o = self.options
         t0 = time.perf_counter()
-        self._take(int(o.max_intake_s * SAMPLE_RATE))
-        self._snapshot_at = self._arrived - self._pending_len
+        self.intake.take(int(o.max_intake_s * SAMPLE_RATE), self.buffer)
         forced = self._cap()
         offset = self.buffer.offset
         prompt = build_prompt(self._committed, offset, o.prompt_chars)
         result = self.policy.run(self.model, self.buffer.samples, prompt, self._previous)
         words = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.words]
-        trusted, pause_cut = (words, None) if self._finished else self._before_skip(words)
+        trusted, pause_cut = (words, None) if self.intake.closed else self._before_skip(words)
         committed = forced + self._record(self.agreement.update(trusted))
         held = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.held]
         self._waiting = [*words[len(trusted):], *held]
@@ -316,19 +295,6 @@ class StreamSession:
                 return words[:i], pause_cut
             heard_to = max(heard_to, w.end)
         return words, None
-
-    def _take(self, limit: int) -> None:
-        """Move up to ``limit`` pending samples into the buffer."""
-        while self._pending and limit > 0:
-            chunk = self._pending[0]
-            if chunk.size <= limit:
-                self._pending.pop(0)
-            else:
-                self._pending[0] = chunk[limit:]
-                chunk = chunk[:limit]
-            self.buffer.append(chunk)
-            self._pending_len -= chunk.size
-            limit -= chunk.size
 
     def _cap(self) -> list[TimedWord]:
         """Keep the buffer within ``max_buffer_s``: cut where the unconfirmed words begin (or at
