@@ -126,7 +126,7 @@ class LiveSession:
     # --- rounds --------------------------------------------------------------------------------
     def _plan(self) -> RoundInput:
         """Take the audio that arrived into the buffer and describe the round to run on it."""
-        self.intake.take(self._intake(), self.buffer)
+        self.intake.take(self._intake_samples(), self.buffer)
         return RoundInput(self.buffer.samples, self.buffer.offset, self._prompt(), self._dropped + self._in_buffer)
 
     def _intake_limit_s(self) -> float:
@@ -134,7 +134,7 @@ class LiveSession:
         o = self.options
         return o.max_intake_s if o.intake_s is None else o.intake_s
 
-    def _intake(self) -> int:
+    def _intake_samples(self) -> int:
         """Samples the next round takes: what arrived, up to the intake limit and the room left
         in the buffer."""
         room = self.options.max_buffer_s - self.buffer.duration
