@@ -109,10 +109,13 @@ class Model:
     # --- front doors ----------------------------------------------------------------------
     def transcribe(self, audio: str | Path | np.ndarray, *,
                    progress: Callable[[float, float], None] | None = None,
+                   draft: Model | str | None = None,
                    **options: object) -> tuple[Iterator[Segment], TranscriptionInfo]:
         """Long-form transcription: a lazy iterator of segments and the run's info.
 
         Options are the fields of ``TranscribeOptions`` (beam_size, language, word_timestamps, ...).
+        ``draft``: a smaller model (or its name, loaded int8 on the CPU) that proposes tokens for
+        this one to verify; with beam_size=1 the text equals greedy decoding without it.
         """
         known = {f.name for f in fields(TranscribeOptions)}
         unknown = sorted(set(options) - known)
@@ -121,7 +124,15 @@ class Model:
         if isinstance(options.get("temperature"), (int, float)):
             options["temperature"] = (float(options["temperature"]),)  # type: ignore[arg-type]
         opts = TranscribeOptions(**options)  # type: ignore[arg-type]
-        return transcribe(self, _samples(audio), opts, progress)
+        if isinstance(draft, str):
+            draft = self.draft_model(draft)
+        return transcribe(self, _samples(audio), opts, progress, draft)
+
+    def draft_model(self, name_or_path: str) -> Model:
+        """A draft model for this one: int8 on the CPU (its speed is all that counts: every token
+        it proposes is verified), as this model on other devices."""
+        compute = "int8" if self.device.type == "cpu" else self.compute
+        return load_model(name_or_path, device=str(self.device), compute=compute)
 
     def stream(self, options: StreamOptions | None = None, **overrides: object) -> StreamingSession:
         """A new streaming session on this model: ``push(samples)`` as audio arrives, then ``finish()``.

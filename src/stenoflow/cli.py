@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--word-timestamps", action="store_true", help="word times by cross-attention alignment")
     t.add_argument("--hush", action="store_true",
                    help="encode short windows as speech + the model's hush word instead of 30 s padding")
+    t.add_argument("--speculative", default=None, metavar="DRAFT",
+                   help="draft model (name or path) proposing tokens for --model to verify; "
+                        "with --beam-size 1 the text equals plain greedy decoding")
+    t.add_argument("--lookahead", type=int, default=4, help="tokens the draft proposes at a time (start)")
+    t.add_argument("--adaptive-lookahead", action="store_true",
+                   help="choose the lookahead after each draft from the measured acceptance and cost")
     t.add_argument("--output-format", "-f", default="txt", choices=[*FORMATS, "all"])
     t.add_argument("--output-dir", "-o", type=Path, default=Path("."))
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -127,6 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--long-minutes", type=float, default=2.0, help="length of the synthesized long-form file")
     bt.add_argument("--repeats", type=int, default=3, help="timing repeats (best of)")
     bt.add_argument("--out", type=Path, default=Path("bench-results/transcribe.json"))
+    bd = bsub.add_parser("decode", help="decoding strategies (greedy, beam, draft models) vs faster-whisper")
+    bd.add_argument("--model", default="base")
+    bd.add_argument("--compute", default="float32", choices=["float32", "int8"])
+    bd.add_argument("--draft", default="tiny.en", help="the draft model of another vocabulary")
+    bd.add_argument("--threads", type=int, default=2)
+    bd.add_argument("--beam-size", type=int, default=5)
+    bd.add_argument("--lookahead", type=int, default=4, help="draft tokens per verification (start)")
+    bd.add_argument("--long-minutes", type=float, default=5.0, help="length of the synthesized long file")
+    bd.add_argument("--out", type=Path, default=Path("bench-results"))
 
     h = sub.add_parser("train-hush", help="train a hush word (0.5 s of audio that replaces 30 s padding)")
     h.add_argument("--model", default="tiny.en")
@@ -185,13 +200,14 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     from stenoflow.api import load_model
 
     model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
+    draft = model.draft_model(args.speculative) if args.speculative else None
     formats = list(FORMATS) if args.output_format == "all" else [args.output_format]
     failed: list[Path] = []
     for path in args.files:
         # One bad file (missing, corrupt, empty) is reported and the others still get transcribed,
         # as openai-whisper does; the exit status says that something failed.
         try:
-            _transcribe_one(model, path, args, formats)
+            _transcribe_one(model, path, args, formats, draft)
         except (ValueError, OSError) as e:
             log.error("%s: skipped: %s", path, e)
             failed.append(path)
@@ -201,7 +217,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _transcribe_one(model: Model, path: Path, args: argparse.Namespace, formats: list[str]) -> None:
+def _transcribe_one(model: Model, path: Path, args: argparse.Namespace, formats: list[str],
+                    draft: Model | None = None) -> None:
     from tqdm import tqdm
 
     from stenoflow.output import write_outputs
@@ -222,6 +239,7 @@ def _transcribe_one(model: Model, path: Path, args: argparse.Namespace, formats:
             length_penalty=args.length_penalty, temperature=args.temperature,
             initial_prompt=args.initial_prompt, condition_on_previous_text=not args.no_condition_on_previous_text,
             without_timestamps=args.without_timestamps, word_timestamps=args.word_timestamps, hush=args.hush,
+            draft=draft, lookahead=args.lookahead, adaptive_lookahead=args.adaptive_lookahead,
         )
         segments = []
         for seg in segments_iter:
@@ -255,6 +273,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             repeats=args.repeats)
         table = run_transcribe_bench(opts, args.out)
         sys.stdout.write(table + "\n")
+        return 0
+    if args.bench == "decode":
+        from stenoflow.bench.decode_bench import DecodeBenchOptions, run_decode_bench
+
+        dopts = DecodeBenchOptions(model=args.model, compute=args.compute, draft=args.draft, threads=args.threads,
+                                   beam_size=args.beam_size, lookahead=args.lookahead,
+                                   long_minutes=args.long_minutes)
+        sys.stdout.write(run_decode_bench(dopts, args.out) + "\n")
         return 0
     if args.bench == "stream":
         from stenoflow.bench.stream_bench import StreamBenchOptions, run_stream_bench

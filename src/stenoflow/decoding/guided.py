@@ -33,6 +33,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +50,9 @@ from stenoflow.decoding.reference import (
     Verdict,
 )
 from stenoflow.decoding.strategies import Step, TokenDecoder
+
+if TYPE_CHECKING:
+    from stenoflow.decoding.speculative import ModelDraft
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +105,7 @@ class ReferenceGuidedDecoder:
     reason, so past the draft decoding stays greedy while it is sure.
     """
 
-    def __init__(self, matcher: ReferenceMatcher | DraftMatcher, fallback: TokenDecoder, beam_size: int, eot: int,
+    def __init__(self, matcher: ReferenceMatcher | DraftMatcher | ModelDraft, fallback: TokenDecoder, beam_size: int, eot: int,
                  verifier: DraftVerifier | None, max_length: int, gate: float | None = None) -> None:
         self.matcher = matcher
         self.fallback = fallback
@@ -147,17 +151,31 @@ class ReferenceGuidedDecoder:
                                                         "draft_accepted")}
         reasons = Counter(self.fallbacks)
         out.update({f"fallback_{r.replace('-', '_')}": float(reasons[r]) for r in (*FALLBACK_REASONS, UNSURE)})
+        out.update(self.matcher.stats())
         return out
 
     # --- internals --------------------------------------------------------------------------
     def _verify(self, verifier: DraftVerifier, tokens: Tensor, sum_logprobs: Tensor) -> Step:
-        """Accept the longest prefix of the reference the model confirms, plus its own next token."""
+        """Verify drafts while there are any: each pass checks the token the last one chose together
+        with the next draft, so a cycle of draft and check costs one pass of the main model."""
+        logprobs: tuple[float, ...] = ()
+        while True:
+            step = self._verify_once(verifier, tokens, sum_logprobs)
+            if step is None:
+                return Step(tokens, sum_logprobs, False, logprobs=logprobs)
+            if step.logprobs is None or step.done or not self.guided or not self.matcher.aligned:
+                return replace(step, logprobs=None if step.logprobs is None else logprobs + step.logprobs)
+            tokens, sum_logprobs, logprobs = step.tokens, step.sum_logprobs, logprobs + step.logprobs
+
+    def _verify_once(self, verifier: DraftVerifier, tokens: Tensor, sum_logprobs: Tensor) -> Step | None:
+        """Accept the longest prefix of the draft the model confirms, plus its own next token
+        (None: no draft to verify)."""
         inference = verifier.inference
         n = tokens.shape[1]
         # Room for the draft and one more token within the length limit and the cache.
         draft = self.matcher.draft(min(self.max_length - n - 1, inference.cache.max_len - n))
         if not draft:
-            return Step(tokens, sum_logprobs, False, logprobs=())
+            return None
         seq = torch.cat([tokens, torch.tensor([draft], dtype=tokens.dtype, device=tokens.device)], dim=1)
         self.counts["verify_passes"] += 1
         self.counts["draft_tokens"] += len(draft)
@@ -172,6 +190,9 @@ class ReferenceGuidedDecoder:
                 sum_logprobs = sum_logprobs + logprob
                 accepted.append(float(logprob))
                 self.counts["draft_accepted"] += 1
+                if token == self.eot:  # a draft that ends where the model ends: nothing after it counts
+                    inference.rollback(n + j + 1)
+                    return Step(seq[:, : n + j + 1], sum_logprobs, True, logprobs=tuple(accepted))
                 continue
             # The model's token differs from the draft's (in kind, or only in case), or it is
             # unsure: the draft after position j is not what it would feed, so forget those keys.

@@ -93,6 +93,10 @@ class _Cursor:
             return ()
         return self.reference[self.cursor : self.cursor + limit]
 
+    def stats(self) -> dict[str, float]:
+        """Counters of how the draft was written (none for a fixed one)."""
+        return {}
+
     def _fallback(self, reason: str) -> Verdict:
         if self.cursor is not None:
             self.search_from = self.cursor

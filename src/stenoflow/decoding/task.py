@@ -32,6 +32,7 @@ from stenoflow.decoding.options import (
     verify_options,
 )
 from stenoflow.decoding.reference import DraftMatcher, ReferenceMatcher, TokenKinds
+from stenoflow.decoding.speculative import DraftWindow, ModelDraft
 from stenoflow.decoding.repetition import LoopRule, StopLoops
 from stenoflow.decoding.strategies import (
     BeamSearchDecoder,
@@ -151,23 +152,30 @@ class DecodingTask:
         return GreedyDecoder(o.temperature, tok.eot)
 
     def guided_strategy(self, tok: Tokenizer, inference: Inference, filters: list[LogitFilter],
-                        max_length: int) -> ReferenceGuidedDecoder:
-        """The plain strategy behind a reference (or a confidence gate): one row while it holds."""
+                        max_length: int, initial: list[int], draft: DraftWindow | None = None
+                        ) -> ReferenceGuidedDecoder:
+        """The plain strategy behind a reference, a draft model or a confidence gate: one row while
+        it holds."""
         o = self.options
-        matcher: ReferenceMatcher | DraftMatcher
+        matcher: ReferenceMatcher | DraftMatcher | ModelDraft
         if o.reference_mode == "draft" or o.reference is None:
             matcher = DraftMatcher(o.reference or (), tok.timestamp_begin)  # the exact continuation
         else:
             kinds = TokenKinds(tok)
             matcher = ReferenceMatcher(o.reference, kinds.skippable, kinds.key)
-        verifier = DraftVerifier(inference, filters) if o.reference_mode in ("verify", "draft") else None
+        if draft is not None:  # the draft model writes the draft past the fixed one (if any)
+            first = matcher if isinstance(matcher, DraftMatcher) and o.reference else None
+            matcher = ModelDraft(draft, o, tok.language or "en", initial, (o.beam_size or 1) > 1, first)
+        verify = o.reference_mode in ("verify", "draft") or draft is not None
+        verifier = DraftVerifier(inference, filters) if verify else None
         return ReferenceGuidedDecoder(matcher, self.strategy(tok), o.beam_size or 1, tok.eot, verifier, max_length,
                                       o.beam_gate)
 
-    def single_row(self) -> bool:
-        """Whether decoding starts at one row: under a reference or a confidence gate."""
+    def single_row(self, draft: DraftWindow | None = None) -> bool:
+        """Whether decoding starts at one row: under a reference, a draft model or a confidence gate."""
         o = self.options
-        return o.reference_mode is not None or (o.beam_gate is not None and (o.beam_size or 1) > 1)
+        return (o.reference_mode is not None or draft is not None
+                or (o.beam_gate is not None and (o.beam_size or 1) > 1))
 
     def tokenizer(self, cross: CrossKV) -> tuple[Tokenizer, str, dict[str, float] | None]:
         """The tokenizer for this decoding's language and task (detecting the language if unset)."""
@@ -196,12 +204,15 @@ class DecodingTask:
 
     # --- the loop ---------------------------------------------------------------------------
     @torch.inference_mode()
-    def run(self, audio_features: Tensor | CrossKV, prefilled: Prefilled | None = None) -> DecodingResult:
+    def run(self, audio_features: Tensor | CrossKV, prefilled: Prefilled | None = None,
+            draft: DraftWindow | None = None) -> DecodingResult:
         """Decode one window from its encoder output (1, S, D) or its precomputed cross K/V.
 
         ``prefilled``: the cache already holds the first initial tokens of this decoding (from
         ``prefill`` of a task whose initial tokens are a prefix of these, on the same audio);
         the rest of them are fed in one pass. Decoding then starts at one row.
+        ``draft``: a draft model on the same window proposes tokens for the main model to verify
+        (speculative decoding, see ``decoding.speculative``); at temperature 0 only.
         """
         ctx, o = self.ctx, self.options
         if prefilled is not None:
@@ -214,7 +225,9 @@ class DecodingTask:
         sample_begin = len(initial)
         sot_index = initial.index(tok.sot)
         width = self.n_group if o.temperature > 0 or (o.beam_size or 1) > 1 else 1
-        n = 1 if self.single_row() else width
+        if draft is not None and o.temperature > 0:
+            raise ValueError("a draft model speeds up greedy or beam search decoding (temperature 0)")
+        n = 1 if self.single_row(draft) else width
         if prefilled is None:
             inference = Inference(ctx.model, cross, n, min(self.n_ctx, sample_begin + self.sample_len + 1),
                                   self._alignment_heads())
@@ -233,8 +246,8 @@ class DecodingTask:
         filters = self.logit_filters(tok, sample_begin)
         max_length = min(sample_begin + self.sample_len, inference.cache.max_len)
         guided: ReferenceGuidedDecoder | None = None
-        if self.single_row():
-            guided = self.guided_strategy(tok, inference, filters, max_length)
+        if self.single_row(draft):
+            guided = self.guided_strategy(tok, inference, filters, max_length, initial, draft)
         decoder: TokenDecoder = guided if guided is not None else self.strategy(tok)
 
         logits = logits.expand(n, -1).clone()

@@ -8,6 +8,7 @@ the next window on the text so far. It is a generator, so segments arrive as the
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ import torch
 
 from stenoflow.decoding.options import SUPPRESS_NON_SPEECH, DecodingOptions, DecodingResult
 from stenoflow.decoding.repetition import text_loop_start
+from stenoflow.decoding.speculative import DraftModel, DraftWindow, Lookahead
 from stenoflow.decoding.task import DecodingTask
 from stenoflow.decoding.timing import find_alignment
 from stenoflow.tokenizer import TIME_PRECISION
@@ -56,6 +58,13 @@ class TranscribeOptions:
     # Encode a window shorter than 30 s (a short file, or the last window) as speech ⊕ hush word
     # instead of padding it to 30 s: fewer encoder frames, and the model still stops.
     hush: bool = False
+    # With a draft model (``transcribe(..., draft=...)``): tokens it proposes at a time, and whether
+    # that number adapts to how many are accepted (see decoding.speculative.Lookahead).
+    lookahead: int = 4
+    adaptive_lookahead: bool = False
+    # With a draft model and beam_size > 1: one row while the main model agrees with the draft and
+    # its best token leads the second by this much (nats); the beam opens elsewhere.
+    draft_gate: float = 1.0
 
     def decoding(self, temperature: float) -> DecodingOptions:
         greedy_or_beam = temperature == 0
@@ -109,11 +118,35 @@ class TranscriptionInfo:
     options: TranscribeOptions
     all_language_probs: dict[str, float] | None = None
     model: dict[str, object] = field(default_factory=dict)  # name, format, compute, dims
+    draft: dict[str, object] | None = None  # the draft model, as ``model``, when decoding speculatively
+    # Counters summed over the windows decoded so far, filled as the segments are produced: encoder
+    # and decoder seconds (encode_s, decode_s; a draft model's encoder counts as encoding), tokens
+    # decoded, decoder forward passes, draft tokens offered and accepted.
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """A draft model for one transcription: its own log-mel of the audio, windows on demand."""
+
+    model: Model
+    pair: DraftModel
+    mel: torch.Tensor  # (n_mels of the draft, frames)
+
+    def window(self, audio: np.ndarray, seek: int, size: int, hush: bool) -> DraftWindow:
+        """The draft model's cross K/V of mel frames [seek, seek + size), encoded as the main
+        model encodes them (speech and the draft's own hush word, or a padded 30 s window)."""
+        m = self.model
+        if hush and size < N_FRAMES and m.hush is not None:
+            features = m.encode(m.features(m.hush.append(audio[seek * HOP_LENGTH : (seek + size) * HOP_LENGTH])))
+        else:
+            features = m.encode(window(self.mel, seek, size))
+        return DraftWindow(self.pair, m.whisper.decoder.cross_kv(features))
 
 
 def decode_with_fallback(model: Model, cross: object, options: TranscribeOptions,
                          prompt: list[int] | None, language: str | None,
-                         speech_s: float | None = None) -> DecodingResult:
+                         speech_s: float | None = None, draft: DraftWindow | None = None) -> DecodingResult:
     """Decode at each temperature in turn until the result is neither a loop nor unlikely.
 
     ``speech_s``: the window holds only this much speech (then the hush word, not 30 s of
@@ -126,7 +159,10 @@ def decode_with_fallback(model: Model, cross: object, options: TranscribeOptions
         decoding = replace(options.decoding(t), prompt=prompt or None, language=language)
         if speech_s is not None:
             decoding = replace(decoding, max_timestamp=max(speech_s, 0.04), stop_loops=True)
-        result = DecodingTask(model.context, decoding).run(cross)  # type: ignore[arg-type]
+        drafted = draft if t == 0 else None  # a draft model speeds up deterministic decoding only
+        if drafted is not None and (options.beam_size or 1) > 1:
+            decoding = replace(decoding, beam_gate=options.draft_gate)
+        result = DecodingTask(model.context, decoding).run(cross, draft=drafted)  # type: ignore[arg-type]
         too_repetitive = (options.compression_ratio_threshold is not None
                           and result.compression_ratio > options.compression_ratio_threshold)
         too_unlikely = options.log_prob_threshold is not None and result.avg_logprob < options.log_prob_threshold
@@ -175,9 +211,13 @@ def split_segments(tokens: list[int], timestamp_begin: int, time_offset: float, 
 
 
 def transcribe(model: Model, audio: np.ndarray, options: TranscribeOptions,
-               progress: Callable[[float, float], None] | None = None
+               progress: Callable[[float, float], None] | None = None, draft: Model | None = None
                ) -> tuple[Iterator[Segment], TranscriptionInfo]:
-    """Segments of ``audio`` (16 kHz mono float32), lazily, and the info that describes the run."""
+    """Segments of ``audio`` (16 kHz mono float32), lazily, and the info that describes the run.
+
+    ``draft``: a smaller model that proposes tokens for this one to verify (speculative decoding,
+    any vocabulary); at beam size 1 the text is the same as without it.
+    """
     tok = model.tokenizer
     if options.hush and model.hush is None:
         raise ValueError(f"no hush word for model {model.name!r}: train one with `stenoflow train-hush` "
@@ -192,8 +232,15 @@ def transcribe(model: Model, audio: np.ndarray, options: TranscribeOptions,
         language, probs = model.detect_language_mel(window(mel, 0, min(N_FRAMES, max(content_frames, 1))))
     info = TranscriptionInfo(language=language, language_probability=(probs or {}).get(language, 1.0),
                              duration=duration, options=options, all_language_probs=probs,
-                             model=model.describe())
-    return _windows(model, audio, mel, content_frames, options, language, progress), info
+                             model=model.describe(), draft=draft.describe() if draft is not None else None)
+    drafting = None
+    if draft is not None:
+        lookahead = Lookahead(initial=options.lookahead, maximum=max(options.lookahead, Lookahead.maximum),
+                              adaptive=options.adaptive_lookahead)
+        draft_mel = mel if draft.dims.n_mels == model.dims.n_mels else \
+            draft.features(audio, padding=N_FRAMES * HOP_LENGTH)
+        drafting = Drafting(draft, DraftModel.pair(draft.context, tok, lookahead), draft_mel)
+    return _windows(model, audio, mel, content_frames, options, language, progress, info, drafting), info
 
 
 def window(mel: torch.Tensor, seek: int, size: int) -> torch.Tensor:
@@ -212,7 +259,8 @@ def _digital_silence(samples: np.ndarray) -> bool:
 
 
 def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
-             language: str, progress: Callable[[float, float], None] | None) -> Iterator[Segment]:
+             language: str, progress: Callable[[float, float], None] | None, info: TranscriptionInfo,
+             drafting: Drafting | None) -> Iterator[Segment]:
     tok = model.tokenizer.with_options(language if model.tokenizer.multilingual else None, options.task)
     tb = tok.timestamp_begin
     all_tokens: list[int] = []
@@ -234,6 +282,7 @@ def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames:
                 progress(min(seek * HOP_LENGTH / SAMPLE_RATE, total), total)
             continue
         speech_s = None
+        started = time.perf_counter()
         if options.hush and size < N_FRAMES:
             assert model.hush is not None
             speech = audio[seek * HOP_LENGTH : (seek + size) * HOP_LENGTH]
@@ -243,7 +292,11 @@ def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames:
             features = model.encode(window(mel, seek, size))
         cross = model.whisper.decoder.cross_kv(features)
         prompt = all_tokens[prompt_reset:] if options.condition_on_previous_text else None
-        result = decode_with_fallback(model, cross, options, prompt, language, speech_s)
+        draft = drafting.window(audio, seek, size, options.hush) if drafting is not None else None
+        encoded = time.perf_counter()
+        result = decode_with_fallback(model, cross, options, prompt, language, speech_s, draft)
+        _count(info.stats, result.stats, encode_s=encoded - started, decode_s=time.perf_counter() - encoded,
+               tokens=len(result.tokens) + 1)
         if (options.no_speech_threshold is not None and result.no_speech_prob > options.no_speech_threshold
                 and (options.log_prob_threshold is None or result.avg_logprob < options.log_prob_threshold)):
             seek += size
@@ -273,6 +326,13 @@ def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames:
         if progress:
             progress(min(seek * HOP_LENGTH / SAMPLE_RATE, total), total)
         yield from segments
+
+
+def _count(stats: dict[str, float], *counters: dict[str, float], **more: float) -> None:
+    """Add a window's counters to the run's (encoder and decoder seconds, passes, drafts...)."""
+    for counter in (*counters, more):
+        for key, value in counter.items():
+            stats[key] = stats.get(key, 0.0) + value
 
 
 def _add_word_timings(model: Model, tok: object, segments: list[Segment], features: torch.Tensor,

@@ -1,0 +1,183 @@
+"""``stenoflow bench decode``: how decoding strategies spend the decoder, with faster-whisper beside them.
+
+Every method transcribes the same files end to end (``Model.transcribe``, temperature 0, English):
+plain greedy and beam search, and greedy with a draft model — the main model's own int8 copy
+(same tokenizer) and another model (``tiny.en`` for ``base``: another vocabulary), each at a fixed
+and an adaptive lookahead. Reported per file: decoder seconds and tokens/s, main-model decoder
+passes, acceptance rate and mean accepted length per verification, the decoder speed-up over our
+greedy, whether the tokens equal greedy's, end-to-end time and WER. faster-whisper runs the same
+files at the same beam sizes, threads and precision. Results: ``decode.md``, ``decode.json``
+(machine, options, rows), ``decode.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from stenoflow.api import Model, load_model
+from stenoflow.audio.io import load_audio
+from stenoflow.bench.datasets import Clip, jfk, long_form
+from stenoflow.bench.machine import machine_record
+from stenoflow.bench.metrics import wer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DecodeBenchOptions:
+    model: str = "base"
+    compute: str = "float32"
+    draft: str = "tiny.en"  # the cross-vocabulary draft (the same-vocabulary one is the model in int8)
+    threads: int = 2
+    beam_size: int = 5
+    lookahead: int = 4
+    long_minutes: float = 5.0
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    beam_size: int
+    draft: str | None = None  # "self": the main model in int8; else a model name
+    adaptive: bool = False
+
+
+def methods(options: DecodeBenchOptions) -> list[Method]:
+    return [
+        Method("greedy", 1),
+        Method(f"beam {options.beam_size}", options.beam_size),
+        Method("draft: self int8, fixed K", 1, "self"),
+        Method("draft: self int8, adaptive K", 1, "self", adaptive=True),
+        Method(f"draft: {options.draft}, fixed K", 1, options.draft),
+        Method(f"draft: {options.draft}, adaptive K", 1, options.draft, adaptive=True),
+    ]
+
+
+def run_decode_bench(options: DecodeBenchOptions, out_dir: Path) -> str:
+    torch.set_num_threads(options.threads)
+    clips: list[Clip] = [jfk(), long_form(f"longform-{options.long_minutes:g}min", minutes=options.long_minutes)]
+    model = load_model(options.model, compute=options.compute, threads=options.threads)
+    drafts: dict[str, Model] = {}
+    rows: list[dict[str, object]] = []
+    for clip in clips:
+        audio = load_audio(clip.audio_path)
+        greedy_tokens: list[list[int]] | None = None
+        greedy_decode_s = float("nan")
+        for method in methods(options):
+            draft = None
+            if method.draft is not None:
+                name = options.model if method.draft == "self" else method.draft
+                draft = drafts.get(name) or drafts.setdefault(name, model.draft_model(name))
+            started = time.perf_counter()
+            segments, info = model.transcribe(audio, draft=draft, beam_size=method.beam_size, temperature=(0.0,),
+                                              language="en", lookahead=options.lookahead,
+                                              adaptive_lookahead=method.adaptive)
+            listed = list(segments)
+            total_s = time.perf_counter() - started
+            tokens = [s.tokens for s in listed]
+            if method.name == "greedy":
+                greedy_tokens, greedy_decode_s = tokens, info.stats["decode_s"]
+            rows.append(_row(clip, method, info.stats, total_s, "".join(s.text for s in listed),
+                             tokens == greedy_tokens, greedy_decode_s))
+            log.info("%s", rows[-1])
+        rows += _peer_rows(model, options, clip, audio)
+    record = {"machine": machine_record(), "options": asdict(options), "rows": rows}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "decode.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    table = format_table(rows)
+    (out_dir / "decode.md").write_text(
+        f"# Decoding benchmark\n\nMachine: {record['machine']}.\n\nOptions: {json.dumps(record['options'])}.\n\n"
+        "Decoder s: time in decoding (encoders excluded; a draft model's decoder included). Speed-up: our "
+        "greedy's decoder time over the method's. Passes: main-model decoder forward passes. Acceptance: "
+        "draft tokens kept / offered; accepted/pass: draft tokens kept per verification pass.\n\n"
+        f"{table}\n\n![decoder speed-up](decode.png)\n", encoding="utf-8")
+    plot(rows, out_dir / "decode.png")
+    return table
+
+
+def _row(clip: Clip, method: Method, stats: dict[str, float], total_s: float, text: str, equal: bool,
+         greedy_decode_s: float) -> dict[str, object]:
+    decode_s = stats.get("decode_s", float("nan"))
+    offered, kept = stats.get("draft_tokens", 0.0), stats.get("draft_accepted", 0.0)
+    passes = stats.get("verify_passes", 0.0)
+    return {
+        "clip": clip.audio_path.name, "audio_s": clip.duration, "method": method.name, "engine": "stenoflow",
+        "total_s": total_s, "decode_s": decode_s, "encode_s": stats.get("encode_s", float("nan")),
+        "tokens": stats.get("tokens", 0.0), "tokens_per_s": stats.get("tokens", 0.0) / decode_s,
+        "main_passes": stats.get("forward_passes", float("nan")),
+        "draft_passes": stats.get("draft_model_passes", 0.0),
+        "acceptance": kept / offered if offered else None,
+        "accepted_per_pass": kept / passes if passes else None,
+        "speedup": greedy_decode_s / decode_s, "equals_greedy": equal if method.beam_size == 1 else None,
+        "wer": wer([clip.text], [text]).wer,
+    }
+
+
+def _peer_rows(model: Model, options: DecodeBenchOptions, clip: Clip, audio: np.ndarray) -> list[dict[str, object]]:
+    from faster_whisper import WhisperModel
+
+    if model.weights_info["format"] != "ctranslate2":
+        log.warning("faster-whisper needs a CTranslate2 model directory: no peer rows")
+        return []
+    fw = WhisperModel(str(model.weights_info["source"]), device="cpu", compute_type=options.compute,
+                      cpu_threads=options.threads, num_workers=1)
+    rows: list[dict[str, object]] = []
+    for beam in (1, options.beam_size):
+        started = time.perf_counter()
+        segments, _ = fw.transcribe(audio, beam_size=beam, language="en", temperature=0.0, vad_filter=False)
+        text = "".join(s.text for s in segments)
+        rows.append({"clip": clip.audio_path.name, "audio_s": clip.duration, "engine": "faster-whisper",
+                     "method": f"faster-whisper {'greedy' if beam == 1 else f'beam {beam}'}",
+                     "total_s": time.perf_counter() - started, "wer": wer([clip.text], [text]).wer})
+    return rows
+
+
+def format_table(rows: list[dict[str, object]]) -> str:
+    head = ["file", "method", "decoder s", "tokens/s", "speed-up", "passes", "draft passes", "acceptance",
+            "accepted/pass", "equals greedy", "total s", "WER %"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [str(r["clip"]), str(r["method"]), _f(r.get("decode_s"), ".2f"), _f(r.get("tokens_per_s"), ".1f"),
+                 _f(r.get("speedup"), ".2f", "x"), _f(r.get("main_passes"), ".0f"), _f(r.get("draft_passes"), ".0f"),
+                 _f(r.get("acceptance"), ".2f"), _f(r.get("accepted_per_pass"), ".2f"),
+                 {True: "yes", False: "no", None: "–"}[r.get("equals_greedy")],  # type: ignore[index]
+                 _f(r.get("total_s"), ".2f"), _f(100 * float(r["wer"]), ".2f")]  # type: ignore[arg-type]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _f(value: object, spec: str, suffix: str = "") -> str:
+    if value is None or not isinstance(value, (int, float)) or value != value:
+        return "–"
+    return f"{value:{spec}}{suffix}"
+
+
+def plot(rows: list[dict[str, object]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ours = [r for r in rows if r["engine"] == "stenoflow"]
+    clips = list(dict.fromkeys(str(r["clip"]) for r in ours))
+    names = list(dict.fromkeys(str(r["method"]) for r in ours))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / max(len(clips), 1)
+    for i, clip in enumerate(clips):
+        speed = {str(r["method"]): float(r["speedup"]) for r in ours if r["clip"] == clip}  # type: ignore[arg-type]
+        ax.bar([k + i * width for k in range(len(names))], [speed.get(n, 0.0) for n in names], width, label=clip)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks([k + width * (len(clips) - 1) / 2 for k in range(len(names))], names, rotation=20, ha="right",
+                  fontsize=8)
+    ax.set_ylabel("decoder speed-up over greedy")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
