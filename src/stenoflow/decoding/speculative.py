@@ -49,8 +49,9 @@ class Lookahead:
     initial: int = 4
     minimum: int = 1
     maximum: int = 12
-    # Off by default: on our bench (``stenoflow bench decode``) a fixed K of 4 decoded faster, as
-    # acceptance falls at segment ends in bursts a running estimate follows late.
+    # Off by default: on our bench (``stenoflow bench decode``) a fixed K of 4 was as fast with a
+    # same-vocabulary draft and faster with another vocabulary's, whose rejections come in bursts
+    # (segment ends, timestamps) that a running estimate follows late.
     adaptive: bool = False
     memory: float = 0.7  # weight of the past in the running acceptance and cost estimates
 
