@@ -193,3 +193,19 @@ def test_long_form_transcription_with_a_draft_equals_greedy(base: Model, tiny_in
     assert len(plain_segments) >= 10
     assert fast_info.draft is not None and fast_info.draft["name"] == "tiny.en"
     assert fast_info.stats["forward_passes"] < plain_info.stats["forward_passes"] / 2
+
+
+def test_a_model_draft_restarts_at_its_prompt(base: Model, tiny_int8: Model, jfk_audio: np.ndarray) -> None:
+    from stenoflow.decoding.speculative import ModelDraft
+
+    pair = DraftModel.pair(tiny_int8.context, base.tokenizer)
+    draft = ModelDraft(DraftWindow(pair, window(tiny_int8, jfk_audio)), DecodingOptions(language="en"), "en",
+                       list(base.tokenizer.with_options("en", "transcribe").sot_sequence), strict=False)
+    first = draft.draft(4)
+    assert len(first) == 4 and base.tokenizer.decode(list(first)).strip().startswith("And")
+    for token in first:
+        draft.observe(token)
+    after = draft.draft(4)
+    assert after and after != first
+    draft.restart()
+    assert draft.draft(4) == first

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -154,7 +155,7 @@ def format_table(rows: list[dict[str, object]]) -> str:
 
 
 def _f(value: object, spec: str, suffix: str = "") -> str:
-    if value is None or not isinstance(value, (int, float)) or value != value:
+    if not isinstance(value, (int, float)) or math.isnan(value):
         return "–"
     return f"{value:{spec}}{suffix}"
 

@@ -179,7 +179,9 @@ class ModelDraft:
         return not self.ended
 
     def restart(self) -> None:
-        raise AssertionError("a model draft follows one decoding")
+        """Back to the prompt, for a new decoding of the same window."""
+        self.inference.rollback(len(self.initial))
+        self.fed, self.pending, self.history, self.offered, self.ended = [], None, [], (), False
 
     def observe(self, token: int) -> Verdict:
         position = len(self.history)

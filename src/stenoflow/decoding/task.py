@@ -32,8 +32,8 @@ from stenoflow.decoding.options import (
     verify_options,
 )
 from stenoflow.decoding.reference import DraftMatcher, ReferenceMatcher, TokenKinds
-from stenoflow.decoding.speculative import DraftWindow, ModelDraft
 from stenoflow.decoding.repetition import LoopRule, StopLoops
+from stenoflow.decoding.speculative import DraftWindow, ModelDraft
 from stenoflow.decoding.strategies import (
     BeamSearchDecoder,
     GreedyDecoder,
