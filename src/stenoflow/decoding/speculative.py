@@ -115,7 +115,8 @@ class DraftModel:
 
     @classmethod
     def pair(cls, draft: DecoderContext, main: Tokenizer, lookahead: Lookahead = Lookahead()) -> DraftModel:
-        return cls(draft, TokenBridge(main, draft.tokenizer), TokenBridge(draft.tokenizer, main), lookahead)
+        to_draft = TokenBridge(main, draft.tokenizer)
+        return cls(draft, to_draft, to_draft.reverse(), lookahead)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,12 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(printable, chars)}
 
 
+@cache
+def _byte_encoder() -> dict[int, str]:
+    """The 256 bytes to GPT-2's printable stand-in characters."""
+    return {b: c for c, b in _byte_decoder().items()}
+
+
 def token_bytes(tokenizer: Tokenizer, token: int) -> bytes:
     """The bytes a text token stands for."""
     piece = tokenizer.hf.id_to_token(token)
@@ -51,12 +57,17 @@ def token_bytes(tokenizer: Tokenizer, token: int) -> bytes:
 class TokenBridge:
     """Maps token sequences of ``source``'s vocabulary to ``target``'s (one direction)."""
 
-    def __init__(self, source: Tokenizer, target: Tokenizer) -> None:
+    def __init__(self, source: Tokenizer, target: Tokenizer, identity: bool | None = None) -> None:
         self.source = source
         self.target = target
-        self.identity = source.hf.to_str() == target.hf.to_str()
+        # Comparing two vocabularies serialises both (megabytes): ``reverse`` reuses the answer.
+        self.identity = source.hf.to_str() == target.hf.to_str() if identity is None else identity
         self._bytes: dict[int, bytes] = {}
         self._special: dict[int, int | None] = {}
+
+    def reverse(self) -> TokenBridge:
+        """The bridge the other way (target ids to source ids)."""
+        return TokenBridge(self.target, self.source, self.identity)
 
     def convert(self, tokens: Sequence[int]) -> list[int]:
         """``tokens`` (source ids) as target ids: same text, same timestamps, same specials."""
@@ -101,7 +112,7 @@ class TokenBridge:
 
     def _raw(self, data: bytes) -> list[int]:
         """Bytes that are no text on their own, through the target's BPE without pre-splitting."""
-        table = {b: c for c, b in _byte_decoder().items()}
+        table = _byte_encoder()
         pieces = self.target.hf.model.tokenize("".join(table[b] for b in data))
         return [p.id for p in pieces]
 
