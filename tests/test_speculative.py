@@ -196,11 +196,11 @@ def test_long_form_transcription_with_a_draft_equals_greedy(base: Model, tiny_in
 
 
 def test_a_model_draft_restarts_at_its_prompt(base: Model, tiny_int8: Model, jfk_audio: np.ndarray) -> None:
-    from stenoflow.decoding.speculative import ModelDraft
+    from stenoflow.decoding.speculative import DraftModelProposer, SpeculativeDraft
 
     pair = DraftModel.pair(tiny_int8.context, base.tokenizer)
-    draft = ModelDraft(DraftWindow(pair, window(tiny_int8, jfk_audio)), DecodingOptions(language="en"), "en",
-                       list(base.tokenizer.with_options("en", "transcribe").sot_sequence), strict=False)
+    proposer = DraftModelProposer(DraftWindow(pair, window(tiny_int8, jfk_audio)), DecodingOptions(language="en"), "en")
+    draft = SpeculativeDraft(proposer, base.tokenizer.eot, strict=False)
     first = draft.draft(4)
     assert len(first) == 4 and base.tokenizer.decode(list(first)).strip().startswith("And")
     for token in first:

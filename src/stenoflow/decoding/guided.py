@@ -52,7 +52,7 @@ from stenoflow.decoding.reference import (
 from stenoflow.decoding.strategies import Step, TokenDecoder
 
 if TYPE_CHECKING:
-    from stenoflow.decoding.speculative import ModelDraft
+    from stenoflow.decoding.speculative import SpeculativeDraft
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +63,29 @@ class DraftVerifier:
     The logit filters look at the tokens so far, so each position's logits are filtered
     with the sequence up to that position, exactly as a one-token step there would be.
     Positions are filtered lazily: the caller stops at the first rejection.
+
+    ``typical`` = (epsilon, alpha): typical acceptance (Medusa, seed 003 eq. 3) instead of
+    greedy-exact: see ``choose``.
     """
 
-    def __init__(self, inference: Inference, filters: Sequence[LogitFilter]) -> None:
+    def __init__(self, inference: Inference, filters: Sequence[LogitFilter],
+                 typical: tuple[float, float] | None = None) -> None:
         self.inference = inference
         self.filters = filters
+        self.typical = typical
+
+    def choose(self, logits: Tensor, drafted: int | None) -> int:
+        """The token kept at a position with filtered logits (1, V) where the draft has ``drafted``:
+        the argmax (greedy-exact), or, with typical acceptance, the drafted token if the model gives
+        it a probability above min(epsilon, alpha * exp(-entropy)), else the argmax."""
+        best = int(logits[0].argmax())
+        if self.typical is None or drafted is None or drafted == best:
+            return best
+        epsilon, alpha = self.typical
+        logp = F.log_softmax(logits[0].float(), dim=-1)
+        p = logp.exp()
+        entropy = -(p * logp.masked_fill(p == 0, 0.0)).sum()
+        return drafted if float(p[drafted]) > min(epsilon, alpha * float(torch.exp(-entropy))) else best
 
     def positions(self, seq: Tensor) -> Iterator[Tensor]:
         """For seq (1, T) extending the cached tokens, the filtered next-token logits (1, V) after
@@ -105,7 +123,8 @@ class ReferenceGuidedDecoder:
     reason, so past the draft decoding stays greedy while it is sure.
     """
 
-    def __init__(self, matcher: ReferenceMatcher | DraftMatcher | ModelDraft, fallback: TokenDecoder, beam_size: int, eot: int,
+    def __init__(self, matcher: ReferenceMatcher | DraftMatcher | SpeculativeDraft,
+                 fallback: TokenDecoder, beam_size: int, eot: int,
                  verifier: DraftVerifier | None, max_length: int, gate: float | None = None) -> None:
         self.matcher = matcher
         self.fallback = fallback
@@ -181,7 +200,7 @@ class ReferenceGuidedDecoder:
         self.counts["draft_tokens"] += len(draft)
         accepted: list[float] = []
         for j, row in enumerate(verifier.positions(seq)):
-            token = int(row[0].argmax())
+            token = verifier.choose(row, draft[j] if j < len(draft) else None)
             sure = j >= len(draft) or self.gate is None or top_margin(row) >= self.gate
             verdict = self.matcher.observe(token) if sure else Verdict.SKIP
             if sure and verdict is Verdict.MATCH and j < len(draft) and token == draft[j]:

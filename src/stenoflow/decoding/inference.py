@@ -18,6 +18,9 @@ class Inference:
 
     With ``alignment_heads`` the cache also records those heads' cross-attention at every
     position, so word timing needs no second pass over the decoded tokens.
+
+    At one row, each pass's last residual stream (before the final layer norm) is kept until
+    ``take_hidden`` reads it: Medusa heads draft from it at no extra decoder cost.
     """
 
     def __init__(self, model: Whisper, cross: CrossKV, batch: int, max_len: int | None = None,
@@ -29,6 +32,7 @@ class Inference:
         self.cache = model.new_cache(batch, max_len, alignment)
         self.forward_passes = 0
         self.pass_rows: list[int] = []
+        self._hidden: list[tuple[int, Tensor]] = []  # (offset, residual stream (1, T, D)) per pass
 
     @property
     def length(self) -> int:
@@ -44,7 +48,7 @@ class Inference:
         assert tokens.shape[0] == 1 and self.cache.length == 0
         at = torch.tensor(logits_at, dtype=torch.long)
         if self.cache.batch == 1:
-            logits, _ = self.model.decoder(tokens, self.cross, self.cache, logits_at=at)
+            logits = self._run(tokens, logits_at=at)
         else:
             one = self.model.new_cache(1, tokens.shape[1])
             logits, _ = self.model.decoder(tokens, self.cross, one, logits_at=at)
@@ -58,14 +62,14 @@ class Inference:
     def extend(self, tokens: Tensor) -> Tensor:
         """Forced tokens (1, T) after the cached ones (one row): last position's logits (1, V)."""
         assert self.cache.batch == 1
-        logits, _ = self.model.decoder(tokens, self.cross, self.cache, last_only=True)
+        logits = self._run(tokens, last_only=True)
         self.forward_passes += 1
         return logits[:, -1]
 
     def logits(self, tokens: Tensor) -> Tensor:
         """Next-token logits (B, V) for sequences tokens (B, T) that extend the cached ones."""
         new = tokens[:, self.cache.length :]
-        logits, _ = self.model.decoder(new, self.cross, self.cache, last_only=True)
+        logits = self._run(new, last_only=True)
         self.forward_passes += 1
         self.pass_rows.append(new.shape[0])
         return logits[:, -1]
@@ -73,10 +77,35 @@ class Inference:
     def all_logits(self, tokens: Tensor) -> Tensor:
         """Logits (B, T_new, V) at every new position: verifies several drafted tokens at once."""
         new = tokens[:, self.cache.length :]
-        logits, _ = self.model.decoder(new, self.cross, self.cache)
+        logits = self._run(new)
         self.forward_passes += 1
         self.pass_rows.append(new.shape[0])
         return logits
+
+    def take_hidden(self, valid: int) -> tuple[int, Tensor]:
+        """The residual stream at the cached positions a reader has not seen: (start, (1, length -
+        start, D)), where start is ``valid`` (what the reader already holds) or the first position a
+        pass recomputed since, if earlier. The kept passes are released."""
+        end = self.length
+        start = min([valid, *(offset for offset, _ in self._hidden)])
+        if start >= end or not self._hidden:
+            self._hidden = []
+            return end, torch.empty(1, 0, 0)
+        d = self._hidden[-1][1].shape[-1]
+        out = torch.zeros(1, end - start, d, dtype=self._hidden[-1][1].dtype)
+        for offset, x in self._hidden:  # in order: a later pass over a position replaces an earlier one
+            lo, hi = max(offset, start), min(offset + x.shape[1], end)
+            if lo < hi:
+                out[:, lo - start : hi - start] = x[:, lo - offset : hi - offset]
+        self._hidden = []
+        return start, out
+
+    def _run(self, tokens: Tensor, last_only: bool = False, logits_at: Tensor | None = None) -> Tensor:
+        offset = self.cache.length
+        x, _ = self.model.decoder.hidden(tokens, self.cross, self.cache)
+        if x.shape[0] == 1:
+            self._hidden.append((offset, x))
+        return self.model.decoder.logits_of(x, last_only, logits_at)
 
     def attention(self, row: int = 0) -> Tensor | None:
         """Recorded alignment-head attention of ``row`` at every cached position

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from torch import Tensor
 
 SUPPRESS_NON_SPEECH = "-1"  # in suppress_tokens: the tokenizer's non-speech symbol set
+TYPICAL_PUBLISHED = (0.09, 0.3)  # typical acceptance's (epsilon, alpha) as seed 003 selected them
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,10 @@ class DecodingOptions:
     # Record the alignment heads' cross-attention of the decoded tokens in the result (word
     # timing without a second pass); kept only when the result is a single decoded row.
     record_alignment: bool = False
+    # With drafted tokens (a draft model, Medusa heads): (epsilon, alpha) for typical acceptance
+    # (seed 003 eq. 3: a drafted token is kept where the model gives it more than
+    # min(epsilon, alpha * exp(-entropy))), faster but not greedy's output; None: greedy-exact.
+    typical: tuple[float, float] | None = None
 
 
 @dataclass
@@ -88,6 +93,12 @@ def verify_options(options: DecodingOptions, multilingual: bool) -> None:
     if options.length_penalty is not None and not 0 <= options.length_penalty <= 1:
         raise ValueError(f"length_penalty must be in [0, 1], got {options.length_penalty}")
     verify_reference(options)
+    if options.typical is not None:
+        epsilon, alpha = options.typical
+        if not (0 < epsilon < 1 and 0 < alpha <= 1):
+            raise ValueError(f"typical acceptance needs 0 < epsilon < 1 and 0 < alpha <= 1, got {options.typical}")
+        if options.temperature > 0:
+            raise ValueError("typical acceptance checks drafted tokens at temperature 0")
     if not multilingual and options.task == "translate":
         raise ValueError("an English-only model cannot translate; use a multilingual model")
     if not multilingual and options.language not in (None, "en"):

@@ -5,12 +5,13 @@ in one pass (``decoding.guided.DraftVerifier``), keeps the longest prefix its ow
 plus its own token where it first disagrees, and rolls its cache back past the rest. So at
 beam width 1 the output is the main model's greedy output token for token, in fewer main passes.
 
-``ModelDraft`` is the matcher the reference-guided decoder follows: it records every token the
-main model keeps, and when asked for a draft it brings the draft model's own cache in line with
-those tokens (mapped through a ``TokenBridge`` when the vocabularies differ, rolled back to the
-longest common prefix) and decodes K tokens ahead with the draft model's own prompt, logit rules
-and log-mel. A fixed draft (a streaming round's previous hypothesis) can go first: while it has
-tokens to offer, it is the draft; past it, the draft model proposes.
+``SpeculativeDraft`` is the matcher the reference-guided decoder follows: it records every token
+the main model keeps and asks a ``Proposer`` for the next draft. ``DraftModelProposer`` brings the
+draft model's own cache in line with those tokens (mapped through a ``TokenBridge`` when the
+vocabularies differ, rolled back to the longest common prefix) and decodes K tokens ahead with the
+draft model's own prompt, logit rules and log-mel; ``decoding.medusa.MedusaProposer`` reads them off
+Medusa heads. A fixed draft (a streaming round's previous hypothesis) can go first: while it has
+tokens to offer, it is the draft; past it, the proposer drafts.
 
 Lookahead: fixed, or adaptive: K is chosen after every draft to yield the most tokens per second
 from two running estimates, the probability that a draft token is accepted and the cost of a draft
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -127,17 +128,107 @@ class DraftWindow:
     cross: CrossKV
 
 
-class ModelDraft:
-    """A matcher (the ``ReferenceMatcher`` interface) whose draft the draft model writes on demand.
+class Proposer(Protocol):
+    """Where drafted tokens come from: a draft model, or Medusa heads (``decoding.medusa``)."""
+
+    lookahead: Lookahead
+    passes: int  # draft computations so far (a draft model's decoder passes, Medusa head evaluations)
+
+    def propose(self, history: list[int], k: int) -> tuple[int, ...]:
+        """Up to ``k`` main-vocabulary tokens after the main model's kept tokens ``history``."""
+
+    def restart(self) -> None:
+        """Back to the prompt, for a new decoding of the same window."""
+
+    def stats(self) -> dict[str, float]: ...
+
+
+class SpeculativeDraft:
+    """A matcher (the ``ReferenceMatcher`` interface) whose draft a ``Proposer`` writes on demand.
 
     ``strict`` (beam width > 1): a kept token that differs from the offered draft is a mismatch,
     which opens the beam; otherwise every kept token follows (greedy speculative decoding).
+    ``first``: a fixed draft (a streaming round's previous hypothesis) offered before the proposer's.
     """
 
     reason: str | None = None
 
-    def __init__(self, window: DraftWindow, options: DecodingOptions, language: str, main_initial: list[int],
-                 strict: bool, first: DraftMatcher | None = None) -> None:
+    def __init__(self, proposer: Proposer, eot: int, strict: bool, first: DraftMatcher | None = None) -> None:
+        self.proposer = proposer
+        self.eot = eot
+        self.strict = strict
+        self.first = first
+        self.history: list[int] = []  # tokens the main model kept, after its initial ones
+        self.lookahead = LookaheadControl(proposer.lookahead)
+        self.draft_s = 0.0  # time per draft computation for the draft on offer
+        self.offered_end: float | None = None  # when the draft on offer was handed over
+        self.offered: tuple[int, ...] = ()  # the draft last offered, from history position ``offered_at``
+        self.offered_at = 0
+        self.offered_by_model = False
+        self.ended = False
+
+    # --- the matcher interface ---------------------------------------------------------
+    @property
+    def aligned(self) -> bool:
+        return not self.ended
+
+    def restart(self) -> None:
+        """Back to the prompt, for a new decoding of the same window."""
+        self.proposer.restart()
+        self.history, self.offered, self.ended = [], (), False
+
+    def observe(self, token: int) -> Verdict:
+        position = len(self.history)
+        self.history.append(token)
+        if self.first is not None:
+            self.first.observe(token)
+        if token == self.eot:
+            self.ended = True
+        j = position - self.offered_at
+        if 0 <= j < len(self.offered):
+            if token != self.offered[j]:
+                self._close(j)
+                if self.strict:
+                    self.reason = MISMATCH
+                    return Verdict.FALLBACK
+            elif j == len(self.offered) - 1:
+                self._close(j + 1)
+        return Verdict.MATCH
+
+    def draft(self, limit: int) -> tuple[int, ...]:
+        """The next tokens as the fixed draft has them, or as the proposer drafts them."""
+        if self.ended or limit <= 0:
+            return ()
+        proposal: tuple[int, ...] = ()
+        if self.first is not None and self.first.aligned:
+            proposal = self.first.draft(limit)
+        self.offered_by_model = not proposal
+        if not proposal:
+            started, passes = time.perf_counter(), self.proposer.passes
+            proposal = self.proposer.propose(self.history, min(limit, self.lookahead.k))[:limit]
+            self.offered_end = time.perf_counter()
+            self.draft_s = (self.offered_end - started) / max(self.proposer.passes - passes, 1)
+        self.offered, self.offered_at = proposal, len(self.history)
+        return proposal
+
+    def stats(self) -> dict[str, float]:
+        return self.proposer.stats()
+
+    def _close(self, accepted: int) -> None:
+        """The offered draft was decided: ``accepted`` of its tokens kept. Adapt K to it, and to the
+        cost of a draft computation against the verification pass that just ran (the time since the
+        draft was handed over)."""
+        if self.offered and self.offered_by_model and self.offered_end is not None:
+            verify_s = time.perf_counter() - self.offered_end
+            self.lookahead.update(len(self.offered), accepted, self.draft_s / verify_s if verify_s > 0 else None)
+        self.offered = ()
+
+
+class DraftModelProposer:
+    """Drafts with a small model: it brings its own KV cache in line with the kept tokens (mapped
+    into its vocabulary, rolled back to the longest common prefix) and decodes K tokens ahead."""
+
+    def __init__(self, window: DraftWindow, options: DecodingOptions, language: str) -> None:
         from stenoflow.decoding.task import DecodingTask
 
         draft = window.model
@@ -161,84 +252,22 @@ class ModelDraft:
                                                                    [len(self.initial) - 1])[:, 0]
         self.fed: list[int] = []  # draft tokens in the draft cache after the initial ones
         self.model = draft
-        self.strict = strict
-        self.first = first
-        self.main_initial = len(main_initial)
-        self.history: list[int] = []  # tokens the main model kept, after its initial ones
-        self.lookahead = LookaheadControl(draft.lookahead)
-        self.draft_s = 0.0  # time in the draft model's passes for the draft on offer, per pass
-        self.offered_end: float | None = None  # when the draft on offer was handed over
-        self.offered: tuple[int, ...] = ()  # the draft last offered, from history position ``offered_at``
-        self.offered_at = 0
-        self.offered_by_model = False
-        self.ended = False
+        self.lookahead = draft.lookahead
         self.counts = {"draft_model_passes": 0, "draft_model_tokens": 0, "model_drafts": 0}
 
-    # --- the matcher interface ---------------------------------------------------------
     @property
-    def aligned(self) -> bool:
-        return not self.ended
+    def passes(self) -> int:
+        return self.counts["draft_model_passes"]
 
     def restart(self) -> None:
-        """Back to the prompt, for a new decoding of the same window."""
         self.inference.rollback(len(self.initial))
-        self.fed, self.pending, self.history, self.offered, self.ended = [], None, [], (), False
-
-    def observe(self, token: int) -> Verdict:
-        position = len(self.history)
-        self.history.append(token)
-        if self.first is not None:
-            self.first.observe(token)
-        if token == self.eot:
-            self.ended = True
-        j = position - self.offered_at
-        if 0 <= j < len(self.offered):
-            if token != self.offered[j]:
-                self._close(j)
-                if self.strict:
-                    self.reason = MISMATCH
-                    return Verdict.FALLBACK
-            elif j == len(self.offered) - 1:
-                self._close(j + 1)
-        return Verdict.MATCH
-
-    def draft(self, limit: int) -> tuple[int, ...]:
-        """The next tokens as the fixed draft has them, or as the draft model decodes them."""
-        if self.ended or limit <= 0:
-            return ()
-        proposal: tuple[int, ...] = ()
-        if self.first is not None and self.first.aligned:
-            proposal = self.first.draft(limit)
-        self.offered_by_model = not proposal
-        if not proposal:
-            proposal = self._propose(min(limit, self.lookahead.k))
-        self.offered, self.offered_at = proposal, len(self.history)
-        return proposal
+        self.fed, self.pending = [], None
 
     def stats(self) -> dict[str, float]:
         return {key: float(v) for key, v in self.counts.items()}
 
-    # --- internals ------------------------------------------------------------------------
-    def _close(self, accepted: int) -> None:
-        """The offered draft was decided: ``accepted`` of its tokens kept. Adapt K to it, and to the
-        cost of a draft pass against the verification pass that just ran (the time since the
-        draft was handed over)."""
-        if self.offered and self.offered_by_model and self.offered_end is not None:
-            verify_s = time.perf_counter() - self.offered_end
-            self.lookahead.update(len(self.offered), accepted, self.draft_s / verify_s if verify_s > 0 else None)
-        self.offered = ()
-
-    def _propose(self, k: int) -> tuple[int, ...]:
-        """Decode ``k`` tokens with the draft model after the kept tokens; as main ids."""
-        started = time.perf_counter()
-        passes = self.counts["draft_model_passes"]
-        proposal = self._decode(k)
-        self.offered_end = time.perf_counter()
-        self.draft_s = (self.offered_end - started) / max(self.counts["draft_model_passes"] - passes, 1)
-        return proposal
-
-    def _decode(self, k: int) -> tuple[int, ...]:
-        target = self.model.to_draft.convert(self.history)
+    def propose(self, history: list[int], k: int) -> tuple[int, ...]:
+        target = self.model.to_draft.convert(history)
         common = 0
         for a, b in zip(self.fed, target):
             if a != b:

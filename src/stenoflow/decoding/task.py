@@ -33,7 +33,8 @@ from stenoflow.decoding.options import (
 )
 from stenoflow.decoding.reference import DraftMatcher, ReferenceMatcher, TokenKinds
 from stenoflow.decoding.repetition import LoopRule, StopLoops
-from stenoflow.decoding.speculative import DraftWindow, ModelDraft
+from stenoflow.decoding.medusa import MedusaProposer
+from stenoflow.decoding.speculative import DraftModelProposer, DraftWindow, SpeculativeDraft
 from stenoflow.decoding.strategies import (
     BeamSearchDecoder,
     GreedyDecoder,
@@ -41,6 +42,7 @@ from stenoflow.decoding.strategies import (
     TokenDecoder,
 )
 from stenoflow.model.kv_cache import CrossKV
+from stenoflow.model.medusa import MedusaHeads
 from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import TIME_PRECISION, Tokenizer
 
@@ -76,6 +78,9 @@ def detect_language(ctx: DecoderContext, cross: CrossKV) -> tuple[str, dict[str,
     by_code = dict(zip(tok.language_codes, probs))
     best = max(by_code, key=by_code.__getitem__)
     return best, by_code
+
+
+Drafter = DraftWindow | MedusaHeads  # what proposes tokens for a decoding to verify
 
 
 class DecodingTask:
@@ -152,27 +157,28 @@ class DecodingTask:
         return GreedyDecoder(o.temperature, tok.eot)
 
     def guided_strategy(self, tok: Tokenizer, inference: Inference, filters: list[LogitFilter],
-                        max_length: int, initial: list[int], draft: DraftWindow | None = None
-                        ) -> ReferenceGuidedDecoder:
-        """The plain strategy behind a reference, a draft model or a confidence gate: one row while
-        it holds."""
+                        max_length: int, draft: Drafter | None = None) -> ReferenceGuidedDecoder:
+        """The plain strategy behind a reference, a draft model, Medusa heads or a confidence gate:
+        one row while it holds."""
         o = self.options
-        matcher: ReferenceMatcher | DraftMatcher | ModelDraft
+        matcher: ReferenceMatcher | DraftMatcher | SpeculativeDraft
         if o.reference_mode == "draft" or o.reference is None:
             matcher = DraftMatcher(o.reference or (), tok.timestamp_begin)  # the exact continuation
         else:
             kinds = TokenKinds(tok)
             matcher = ReferenceMatcher(o.reference, kinds.skippable, kinds.key)
-        if draft is not None:  # the draft model writes the draft past the fixed one (if any)
+        if draft is not None:  # the draft model or the heads write the draft past the fixed one (if any)
             first = matcher if isinstance(matcher, DraftMatcher) and o.reference else None
-            matcher = ModelDraft(draft, o, tok.language or "en", initial, (o.beam_size or 1) > 1, first)
+            proposer = MedusaProposer(draft, self.ctx.model.decoder, inference, tok.eot) \
+                if isinstance(draft, MedusaHeads) else DraftModelProposer(draft, o, tok.language or "en")
+            matcher = SpeculativeDraft(proposer, tok.eot, (o.beam_size or 1) > 1, first)
         verify = o.reference_mode in ("verify", "draft") or draft is not None
-        verifier = DraftVerifier(inference, filters) if verify else None
+        verifier = DraftVerifier(inference, filters, o.typical) if verify else None
         return ReferenceGuidedDecoder(matcher, self.strategy(tok), o.beam_size or 1, tok.eot, verifier, max_length,
                                       o.beam_gate)
 
-    def single_row(self, draft: DraftWindow | None = None) -> bool:
-        """Whether decoding starts at one row: under a reference, a draft model or a confidence gate."""
+    def single_row(self, draft: Drafter | None = None) -> bool:
+        """Whether decoding starts at one row: under a reference, a draft (model or heads) or a confidence gate."""
         o = self.options
         return (o.reference_mode is not None or draft is not None
                 or (o.beam_gate is not None and (o.beam_size or 1) > 1))
@@ -205,14 +211,15 @@ class DecodingTask:
     # --- the loop ---------------------------------------------------------------------------
     @torch.inference_mode()
     def run(self, audio_features: Tensor | CrossKV, prefilled: Prefilled | None = None,
-            draft: DraftWindow | None = None) -> DecodingResult:
+            draft: Drafter | None = None) -> DecodingResult:
         """Decode one window from its encoder output (1, S, D) or its precomputed cross K/V.
 
         ``prefilled``: the cache already holds the first initial tokens of this decoding (from
         ``prefill`` of a task whose initial tokens are a prefix of these, on the same audio);
         the rest of them are fed in one pass. Decoding then starts at one row.
-        ``draft``: a draft model on the same window proposes tokens for the main model to verify
-        (speculative decoding, see ``decoding.speculative``); at temperature 0 only.
+        ``draft``: a draft model on the same window (``DraftWindow``) or Medusa heads bound to this
+        model (``MedusaHeads``) propose tokens for the main model to verify (speculative decoding,
+        see ``decoding.speculative`` and ``decoding.medusa``); at temperature 0 only.
         """
         ctx, o = self.ctx, self.options
         if prefilled is not None:
@@ -227,6 +234,8 @@ class DecodingTask:
         width = self.n_group if o.temperature > 0 or (o.beam_size or 1) > 1 else 1
         if draft is not None and o.temperature > 0:
             raise ValueError("a draft model speeds up greedy or beam search decoding (temperature 0)")
+        if o.typical is not None and draft is None and o.reference_mode not in ("verify", "draft"):
+            raise ValueError("typical acceptance needs drafted tokens: a draft model, Medusa heads or a draft reference")
         n = 1 if self.single_row(draft) else width
         if prefilled is None:
             inference = Inference(ctx.model, cross, n, min(self.n_ctx, sample_begin + self.sample_len + 1),
@@ -247,7 +256,7 @@ class DecodingTask:
         max_length = min(sample_begin + self.sample_len, inference.cache.max_len)
         guided: ReferenceGuidedDecoder | None = None
         if self.single_row(draft):
-            guided = self.guided_strategy(tok, inference, filters, max_length, initial, draft)
+            guided = self.guided_strategy(tok, inference, filters, max_length, draft)
         decoder: TokenDecoder = guided if guided is not None else self.strategy(tok)
 
         logits = logits.expand(n, -1).clone()

@@ -234,6 +234,13 @@ class TextDecoder(nn.Module):
 
         ``cache=None`` runs a whole sequence from position 0 with nothing stored: the path for
         teacher-forced training, where in-place cache writes would break autograd."""
+        x, qks = self.hidden(tokens, cross, cache, return_cross_qk)
+        return self.logits_of(x, last_only, logits_at), qks
+
+    def hidden(self, tokens: Tensor, cross: CrossKV, cache: SelfAttentionCache | None,
+               return_cross_qk: bool = False) -> tuple[Tensor, list[Tensor] | None]:
+        """The residual stream after the last block (B, T, D), before the final layer norm: what
+        the output projection reads, and what Medusa heads read too."""
         offset = cache.length if cache is not None else 0
         t = tokens.shape[1]
         x = self.token_embedding(tokens) + self.positional_embedding[offset : offset + t]
@@ -258,11 +265,15 @@ class TextDecoder(nn.Module):
             x = x + block.mlp(block.mlp_ln(x))
         if cache is not None:
             cache.length = offset + t
+        return x, qks
+
+    def logits_of(self, x: Tensor, last_only: bool = False, logits_at: Tensor | None = None) -> Tensor:
+        """Logits of the residual stream ``x`` (B, T, D): at every position, the last, or ``logits_at``."""
         if last_only:
             x = x[:, -1:]
         elif logits_at is not None:
             x = x.index_select(1, logits_at)
-        return self.project(self.ln(x)), qks
+        return self.project(self.ln(x))
 
 
 def causal_mask(t: int, offset: int, dtype: torch.dtype, device: torch.device) -> Tensor:

@@ -1,0 +1,187 @@
+"""Medusa heads (seed 003): extra heads that guess the tokens after the next one from the decoder's state.
+
+Head k (1..K) reads the decoder's last state at position t and predicts the token at t + 1 + k,
+while the model's own head predicts t + 1. Two kinds, as in the paper:
+
+* ``linear`` (Medusa-Linear): each head is one linear layer with a residual connection on the
+  final-layer-normed state, ``h + SiLU(W_k h + b_k)``, followed by the model's own (tied) output
+  projection, shared by all heads;
+* ``block`` (Medusa-Block): one extra decoder block, shared by all heads, runs on the residual
+  stream after the model's last block (with its own self-attention cache), then the model's final
+  layer norm and the same linear heads. Its cross-attention reads the keys and values of the
+  model's last decoder layer (their projections are shared, not copied), so the block costs no
+  projection of the encoder output per window.
+
+The model stays frozen; only the heads (and the block) are trained (``stenoflow train-medusa``).
+Heads project onto a shortlist of the vocabulary (``vocab``: the token ids they may propose, the
+frequent text tokens, every timestamp and end-of-text): a draft only needs the likely tokens, and
+the projection onto 51,865 tokens would cost more than the rest of the heads together. Whatever
+the heads propose is verified by the model, so the shortlist bounds speed, never correctness.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from stenoflow.model.kv_cache import SelfAttentionCache
+from stenoflow.model.whisper import ResidualAttentionBlock, TextDecoder, causal_mask
+
+MEDUSA_KINDS = ("linear", "block")
+FORMAT = "stenoflow-medusa-1"
+
+
+@dataclass(frozen=True)
+class MedusaShape:
+    kind: str  # "linear" or "block"
+    heads: int  # K
+    n_state: int  # the decoder's width
+    n_head: int  # the decoder's attention heads (the block's)
+    n_vocab: int  # the model's vocabulary size (the shortlist indexes it)
+
+    def __post_init__(self) -> None:
+        if self.kind not in MEDUSA_KINDS:
+            raise ValueError(f"Medusa kind must be one of {', '.join(MEDUSA_KINDS)}, got {self.kind!r}")
+        if self.heads < 1:
+            raise ValueError(f"Medusa needs at least one head, got {self.heads}")
+
+
+class MedusaHeads(nn.Module):
+    def __init__(self, shape: MedusaShape, vocab: Tensor) -> None:
+        super().__init__()
+        self.shape = shape
+        d = shape.n_state
+        self.block = ResidualAttentionBlock(d, shape.n_head, cross_attention=True) if shape.kind == "block" else None
+        if self.block is not None:  # the cross keys/values are the model's last layer's
+            assert self.block.cross_attn is not None
+            del self.block.cross_attn.key, self.block.cross_attn.value
+        self.heads = nn.ModuleList(nn.Linear(d, d) for _ in range(shape.heads))
+        for head in self.heads:  # a new head starts as the identity: it predicts what the model's head does
+            nn.init.zeros_(head.weight)
+            nn.init.zeros_(head.bias)
+        self.register_buffer("vocab", vocab.to(torch.long))
+        self._proj: Tensor | None = None  # (D, |vocab|) shortlist projection, built by bind()
+
+    # --- building ---------------------------------------------------------------------------
+    @classmethod
+    def for_decoder(cls, decoder: TextDecoder, kind: str, heads: int, vocab: Tensor) -> MedusaHeads:
+        """New heads for ``decoder``; a block starts as a copy of the decoder's last block."""
+        emb = decoder.token_embedding.weight
+        n_head = decoder.blocks[0].attn.n_head
+        medusa = cls(MedusaShape(kind, heads, emb.shape[1], n_head, emb.shape[0]), vocab)
+        if medusa.block is not None:
+            last = {k: v for k, v in decoder.blocks[-1].state_dict().items()
+                    if not k.startswith(("attn.qkv", "cross_attn.key", "cross_attn.value"))}
+            medusa.block.load_state_dict(last, strict=True)
+        return medusa
+
+    def check(self, decoder: TextDecoder) -> None:
+        """Raise ValueError unless these heads fit ``decoder``."""
+        emb = decoder.token_embedding.weight
+        n_head = decoder.blocks[0].attn.n_head
+        want = (emb.shape[1], n_head, emb.shape[0])
+        got = (self.shape.n_state, self.shape.n_head, self.shape.n_vocab)
+        if want != got:
+            raise ValueError(f"Medusa heads for width {got[0]}, {got[1]} attention heads and {got[2]} tokens do not "
+                             f"fit this model (width {want[0]}, {want[1]} heads, {want[2]} tokens)")
+
+    def bind(self, decoder: TextDecoder) -> MedusaHeads:
+        """Precompute the shortlist projection from ``decoder``'s (tied) embedding; inference only."""
+        self.check(decoder)
+        emb = decoder.token_embedding.weight.detach().float()
+        self._proj = emb.index_select(0, self.vocab).t().contiguous()
+        return self
+
+    # --- computing ---------------------------------------------------------------------------
+    def states(self, x: Tensor, decoder: TextDecoder, cross_k: Tensor, cross_v: Tensor,
+               cache: SelfAttentionCache | None) -> Tensor:
+        """Heads' input (B, T, D) from the residual stream ``x`` after the model's last block: the
+        block (if any) over the new positions, then the final layer norm. ``cache`` holds the
+        block's keys/values of earlier positions (None: ``x`` starts at position 0, no cache)."""
+        if self.block is not None:
+            b = self.block
+            assert b.cross_attn is not None and b.cross_attn_ln is not None
+            offset = cache.length if cache is not None else 0
+            t = x.shape[1]
+            mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
+            x = x + b.attn.cached_forward(b.attn_ln(x), cache, 0, mask)
+            if cache is not None:
+                cache.length = offset + t
+            x = x + b.cross_attn.cross_forward(b.cross_attn_ln(x), cross_k, cross_v)[0]
+            x = x + b.mlp(b.mlp_ln(x))
+        return decoder.ln(x)
+
+    def head_states(self, h: Tensor) -> Tensor:
+        """(K, ..., D): every head's state ``h + SiLU(W_k h + b_k)`` for states h (..., D)."""
+        return torch.stack([h + F.silu(head(h)) for head in self.heads])
+
+    def shortlist_logits(self, h: Tensor, proj: Tensor | None = None) -> Tensor:
+        """Logits over the shortlist (K, ..., |vocab|) for head inputs h (..., D)."""
+        proj = self._proj if proj is None else proj
+        assert proj is not None, "bind() the heads to a decoder first"
+        return self.head_states(h) @ proj
+
+    def new_cache(self, max_len: int) -> SelfAttentionCache | None:
+        if self.block is None:
+            return None
+        d, h = self.shape.n_state, self.shape.n_head
+        return SelfAttentionCache(1, 1, h, max_len, d // h)
+
+    # --- files ------------------------------------------------------------------------------
+    def save(self, path: Path | str, model: str, record: dict[str, object]) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = {k: v.to(torch.float16) if v.is_floating_point() else v
+                 for k, v in self.state_dict().items()}
+        tmp = path.with_suffix(".tmp")
+        torch.save({"format": FORMAT, "model": model, "shape": asdict(self.shape), "state": state,
+                    "record": json.dumps(record)}, tmp)
+        tmp.replace(path)
+        return path
+
+
+@dataclass(frozen=True)
+class LoadedMedusa:
+    heads: MedusaHeads
+    model: str  # the model they were trained for
+    source: str
+    record: dict[str, object] = field(default_factory=dict)
+
+
+def load_medusa(path: Path | str) -> LoadedMedusa:
+    """Medusa heads from a file ``save`` wrote; a clear ValueError for anything else."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Medusa heads file not found: {path}")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises several kinds for a file that is not its own
+        raise ValueError(f"{path}: not a Medusa heads file: {e}") from e
+    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a Medusa heads file (expected format {FORMAT!r})")
+    shape = MedusaShape(**blob["shape"])
+    state = blob["state"]
+    if "vocab" not in state:
+        raise ValueError(f"{path}: Medusa heads file without its vocabulary shortlist")
+    heads = MedusaHeads(shape, state["vocab"])
+    try:
+        heads.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=True)
+    except RuntimeError as e:
+        raise ValueError(f"{path}: Medusa heads of the wrong shape for {shape}: {e}") from e
+    if int(heads.vocab.max()) >= shape.n_vocab or int(heads.vocab.min()) < 0:
+        raise ValueError(f"{path}: the shortlist has token ids outside the vocabulary of {shape.n_vocab}")
+    return LoadedMedusa(heads.eval().requires_grad_(False), str(blob.get("model", "")), str(path),
+                        json.loads(blob.get("record", "{}")))
+
+
+def bundled_medusa_path(model_name: str, kind: str) -> Path | None:
+    """The Medusa heads shipped with stenoflow for a named model and kind, if there are any."""
+    ref = resources.files("stenoflow") / "assets" / "medusa" / f"{model_name}.{kind}.pt"
+    path = Path(str(ref))
+    return path if path.is_file() else None
