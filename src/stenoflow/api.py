@@ -23,6 +23,7 @@ from stenoflow.audio.io import load_audio, validate_samples
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.task import DecoderContext, DecodingTask, detect_language
 from stenoflow.decoding.transcribe import Segment, TranscribeOptions, TranscriptionInfo, transcribe
+from stenoflow.model.medusa import MedusaHeads, find_medusa, load_medusa
 from stenoflow.model.quant import Int8Linear, quantize_linear_layers
 from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import Tokenizer
@@ -69,6 +70,8 @@ class Model:
         self.alignment_heads = weights.alignment_heads or default_alignment_heads(weights.dims)
         self.context = DecoderContext(self.whisper, self.tokenizer, tuple(non_speech), tuple(self.alignment_heads))
         self.hush: HushWord | None = find_hush(name, Path(weights.source))
+        self._medusa: dict[str, MedusaHeads] = {}  # loaded heads by kind or path
+        self._drafts: dict[str, Model] = {}  # loaded draft models by name or path
 
     @property
     def is_multilingual(self) -> bool:
@@ -110,13 +113,18 @@ class Model:
     def transcribe(self, audio: str | Path | np.ndarray, *,
                    progress: Callable[[float, float], None] | None = None,
                    draft: Model | str | None = None,
+                   medusa: str | MedusaHeads | None = None,
                    **options: object) -> tuple[Iterator[Segment], TranscriptionInfo]:
         """Long-form transcription: a lazy iterator of segments and the run's info.
 
         Options are the fields of ``TranscribeOptions`` (beam_size, language, word_timestamps, ...).
         ``draft``: a smaller model (or its name, loaded int8 on the CPU) that proposes tokens for
         this one to verify; with beam_size=1 the text equals greedy decoding without it.
+        ``medusa``: Medusa heads ("linear", "block": this model's shipped heads, or a heads file)
+        propose the tokens instead; likewise exact at beam_size=1 unless ``typical`` is set.
         """
+        if draft is not None and medusa is not None:
+            raise ValueError("give a draft model or Medusa heads, not both")
         known = {f.name for f in fields(TranscribeOptions)}
         unknown = sorted(set(options) - known)
         if unknown:
@@ -126,13 +134,28 @@ class Model:
         opts = TranscribeOptions(**options)  # type: ignore[arg-type]
         if isinstance(draft, str):
             draft = self.draft_model(draft)
-        return transcribe(self, _samples(audio), opts, progress, draft)
+        heads = self.medusa(medusa) if isinstance(medusa, str) else medusa
+        return transcribe(self, _samples(audio), opts, progress, draft if draft is not None else heads)
+
+    def medusa(self, kind_or_path: str = "linear") -> MedusaHeads:
+        """Medusa heads for this model, ready to draft: a kind ("linear" or "block": a heads file
+        beside the model, else the shipped one) or a heads file. Loaded once per kind."""
+        if kind_or_path not in self._medusa:
+            path = find_medusa(self.name, kind_or_path, Path(str(self.weights_info["source"])))
+            loaded = load_medusa(path)
+            if loaded.model and loaded.model != self.name:
+                log.warning("Medusa heads %s were trained for %s, not %s", path, loaded.model, self.name)
+            self._medusa[kind_or_path] = loaded.heads.bind(self.whisper.decoder)
+            log.info("Medusa-%s heads for %s: %s", loaded.heads.shape.kind, self.name, path)
+        return self._medusa[kind_or_path]
 
     def draft_model(self, name_or_path: str) -> Model:
         """A draft model for this one: int8 on the CPU (its speed is all that counts: every token
-        it proposes is verified), as this model on other devices."""
-        compute = "int8" if self.device.type == "cpu" else self.compute
-        return load_model(name_or_path, device=str(self.device), compute=compute)
+        it proposes is verified), as this model on other devices. Loaded once per name."""
+        if name_or_path not in self._drafts:
+            compute = "int8" if self.device.type == "cpu" else self.compute
+            self._drafts[name_or_path] = load_model(name_or_path, device=str(self.device), compute=compute)
+        return self._drafts[name_or_path]
 
     def stream(self, options: StreamOptions | None = None, **overrides: object) -> StreamingSession:
         """A new streaming session on this model: ``push(samples)`` as audio arrives, then ``finish()``.

@@ -10,7 +10,8 @@ import json
 import logging
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -68,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--speculative", default=None, metavar="DRAFT",
                    help="draft model (name or path) proposing tokens for --model to verify; "
                         "with --beam-size 1 the text equals plain greedy decoding")
+    t.add_argument("--medusa", default=None, metavar="KIND",
+                   help="Medusa heads propose tokens for --model to verify: linear or block (the model's "
+                        "shipped heads) or a heads file; with --beam-size 1 the text equals plain greedy decoding")
+    t.add_argument("--typical", action="store_true",
+                   help="with --speculative/--medusa: typical acceptance (epsilon 0.09, alpha 0.3, as published) "
+                        "instead of greedy-exact; faster, not greedy's text")
     t.add_argument("--lookahead", type=int, default=4, help="tokens the draft proposes at a time (start)")
     t.add_argument("--adaptive-lookahead", action="store_true",
                    help="choose the lookahead after each draft from the measured acceptance and cost")
@@ -104,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--pipeline", default=None,
                     help="live: ENC:DEC threads of the two executors (e.g. 1:1), 'profile' for the split "
                          "`stenoflow profile-threads` stored, or 'off'")
+    st.add_argument("--speculative", default=None, metavar="DRAFT",
+                    help="live: a draft model (name or path) drafts past the previous round's words")
+    st.add_argument("--medusa", default=None, metavar="KIND",
+                    help="live: the model's Medusa heads (linear, block or a heads file) draft past the previous "
+                         "round's words")
     st.add_argument("--language", default=None, help="language code (default en)")
     st.add_argument("--simulate", default="realtime", choices=["realtime", "unaware"],
                     help="for files: feed at 1x wall clock (realtime) or as fast as rounds run (unaware)")
@@ -111,6 +123,17 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--stdin-format", default="f32le", choices=["f32le", "s16le"], help="PCM format of -")
     st.add_argument("--log-words", type=Path, default=None,
                     help="write one JSON line per committed word: word, start, end, emitted_at")
+
+    sv = sub.add_parser("serve", help="a server: WebSocket live captions, a caption page, OpenAI-compatible REST")
+    add_model_args(sv, default_compute=DEFAULT_COMPUTE)
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--api-key", default=None,
+                    help="bearer token every request must carry (default: $STENOFLOW_API_KEY; none: open)")
+    sv.add_argument("--max-upload-mb", type=float, default=100.0, help="largest file POSTed for transcription")
+    sv.add_argument("--max-sessions", type=int, default=16, help="WebSocket streams open at once")
+    sv.add_argument("--idle-timeout", type=float, default=30.0, help="seconds a stream may send nothing")
+    sv.add_argument("--max-message-kb", type=float, default=1024.0, help="largest WebSocket message")
 
     sub.add_parser("models", help="list the named models and whether they resolve here")
 
@@ -141,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     bd.add_argument("--beam-size", type=int, default=5)
     bd.add_argument("--lookahead", type=int, default=4, help="draft tokens per verification (start)")
     bd.add_argument("--long-minutes", type=float, default=5.0, help="length of the synthesized long file")
+    bd.add_argument("--medusa", default="linear,block", help="Medusa kinds to run (the model's heads); '' for none")
+    bd.add_argument("--only", default="", help="comma list of method-name starts to run (greedy always runs), "
+                                               "e.g. 'Medusa,draft: tiny'")
     bd.add_argument("--out", type=Path, default=Path("bench-results"))
 
     h = sub.add_parser("train-hush", help="train a hush word (0.5 s of audio that replaces 30 s padding)")
@@ -163,6 +189,26 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--run-dir", type=Path, default=None, help="checkpoints (resumable); default .cache/stenoflow/hush-runs/MODEL")
     h.add_argument("--out", type=Path, default=None, help="where to write the hush word (.npz)")
     h.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    mt = sub.add_parser("train-medusa", help="train Medusa heads (drafting heads on the frozen model) by self-distillation")
+    mt.add_argument("--model", default="tiny.en")
+    mt.add_argument("--kind", choices=("linear", "block"), default="linear",
+                    help="linear: a residual linear layer per head; block: plus one shared decoder block")
+    mt.add_argument("--heads", type=int, default=4)
+    mt.add_argument("--steps", type=int, default=600)
+    mt.add_argument("--examples-per-step", type=int, default=8)
+    mt.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate, decayed along a cosine")
+    mt.add_argument("--lr-final", type=float, default=1e-5)
+    mt.add_argument("--shortlist", type=int, default=8192, help="lowest text token ids the heads may propose")
+    mt.add_argument("--train-clips", type=int, default=300)
+    mt.add_argument("--heldout-clips", type=int, default=40)
+    mt.add_argument("--eval-every", type=int, default=100)
+    mt.add_argument("--seed", type=int, default=0)
+    mt.add_argument("--threads", type=int, default=None)
+    mt.add_argument("--run-dir", type=Path, default=None,
+                    help="examples and checkpoints (resumable); default .cache/stenoflow/medusa-runs/MODEL")
+    mt.add_argument("--out", type=Path, default=None, help="where to write the heads (.pt); default RUN_DIR/MODEL.KIND.pt")
+    mt.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     bh = bsub.add_parser("hush", help="input schemes after short speech: padding, zeros, noise, hush word")
     bh.add_argument("--models", default="tiny.en,base")
@@ -199,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_transcribe(args: argparse.Namespace) -> int:
     from stenoflow.api import load_model
 
+    if args.typical and not (args.speculative or args.medusa):
+        raise ValueError("--typical accepts drafted tokens: give --speculative DRAFT or --medusa KIND")
     model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
     draft = model.draft_model(args.speculative) if args.speculative else None
     formats = list(FORMATS) if args.output_format == "all" else [args.output_format]
@@ -221,6 +269,7 @@ def _transcribe_one(model: Model, path: Path, args: argparse.Namespace, formats:
                     draft: Model | None = None) -> None:
     from tqdm import tqdm
 
+    from stenoflow.decoding.options import TYPICAL_PUBLISHED
     from stenoflow.output import write_outputs
 
     bar = None if args.no_progress else tqdm(total=0.0, unit="s", desc=path.name, file=sys.stderr,
@@ -239,7 +288,8 @@ def _transcribe_one(model: Model, path: Path, args: argparse.Namespace, formats:
             length_penalty=args.length_penalty, temperature=args.temperature,
             initial_prompt=args.initial_prompt, condition_on_previous_text=not args.no_condition_on_previous_text,
             without_timestamps=args.without_timestamps, word_timestamps=args.word_timestamps, hush=args.hush,
-            draft=draft, lookahead=args.lookahead, adaptive_lookahead=args.adaptive_lookahead,
+            draft=draft, medusa=args.medusa, lookahead=args.lookahead, adaptive_lookahead=args.adaptive_lookahead,
+            typical=TYPICAL_PUBLISHED if args.typical else None,
         )
         segments = []
         for seg in segments_iter:
@@ -279,7 +329,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         dopts = DecodeBenchOptions(model=args.model, compute=args.compute, draft=args.draft, threads=args.threads,
                                    beam_size=args.beam_size, lookahead=args.lookahead,
-                                   long_minutes=args.long_minutes)
+                                   long_minutes=args.long_minutes,
+                                   medusa=tuple(k for k in args.medusa.split(",") if k),
+                                   only=tuple(k.strip() for k in args.only.split(",") if k.strip()))
         sys.stdout.write(run_decode_bench(dopts, args.out) + "\n")
         return 0
     if args.bench == "stream":
@@ -420,7 +472,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "context_s",
-                                                    "language")
+                                                    "language", "speculative", "medusa")
              if getattr(args, name) is not None}
     options = replace(options, **given)
     if options.policy != "live":
@@ -461,9 +513,6 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train_hush(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
     from stenoflow.api import load_model
     from stenoflow.training.hush_data import HushDataOptions, hush_examples
     from stenoflow.training.hush_train import HushTrainOptions, train_hush
@@ -479,26 +528,13 @@ def cmd_train_hush(args: argparse.Namespace) -> int:
              data.heldout_clips)
     train, heldout = hush_examples(model, data)
     run_dir = args.run_dir or Path(".cache/stenoflow/hush-runs") / args.model
-    bar = None if args.no_progress else tqdm(total=options.steps, unit="step", file=sys.stderr)
-    shown: dict[str, str] = {}
 
-    def progress(row: dict[str, float]) -> None:
-        if bar is None:
-            return
-        if "wer" in row:
-            shown["held-out WER"] = f"{100 * row['wer']:.1f}%"
-            shown["runaways"] = f"{100 * row['runaways']:.0f}%"
-        else:
-            shown["loss"] = f"{row['loss']:.3f}"
-            bar.update(int(row["step"]) - bar.n)
-        bar.set_postfix(shown, refresh=False)
+    def shown(row: dict[str, float]) -> dict[str, str]:
+        return {"held-out WER": f"{100 * row['wer']:.1f}%", "runaways": f"{100 * row['runaways']:.0f}%"} \
+            if "wer" in row else {}
 
-    try:
-        with logging_redirect_tqdm():
-            hush = train_hush(model, train, heldout, options, run_dir, progress)
-    finally:
-        if bar is not None:
-            bar.close()
+    with _training_progress(options.steps, args.no_progress, shown) as progress:
+        hush = train_hush(model, train, heldout, options, run_dir, progress)
     hush = replace(hush, record={**hush.record, "data": asdict(data)})
     out = args.out or run_dir / "hush.npz"
     hush.save(out)
@@ -507,9 +543,82 @@ def cmd_train_hush(args: argparse.Namespace) -> int:
     return 0
 
 
-BENCH_COMMANDS = ("bench", "data", "train-hush", "profile-threads")  # what the bench extra serves
+def cmd_serve(args: argparse.Namespace) -> int:
+    from stenoflow.api import load_model
+    from stenoflow.server.app import serve
+    from stenoflow.server.options import ServerOptions
+
+    options = ServerOptions(host=args.host, port=args.port, api_key=ServerOptions.key_from_env(args.api_key),
+                            max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), max_sessions=args.max_sessions,
+                            idle_timeout_s=args.idle_timeout, max_message_bytes=int(args.max_message_kb * 1024))
+    model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
+    serve(model, options)
+    return 0
+
+
+def cmd_train_medusa(args: argparse.Namespace) -> int:
+    from stenoflow.api import load_model
+    from stenoflow.training.medusa_data import MedusaDataOptions, load_or_build_examples, shortlist
+    from stenoflow.training.medusa_train import MedusaTrainOptions, train_medusa
+
+    options = MedusaTrainOptions(kind=args.kind, heads=args.heads, steps=args.steps,
+                                 examples_per_step=args.examples_per_step, lr=args.lr, lr_final=args.lr_final,
+                                 shortlist=args.shortlist, eval_every=args.eval_every, seed=args.seed)
+    data = MedusaDataOptions(train_clips=args.train_clips, heldout_clips=args.heldout_clips, seed=args.seed)
+    model = load_model(args.model, threads=args.threads)
+    run_dir = args.run_dir or Path(".cache/stenoflow/medusa-runs") / args.model
+    train, heldout = load_or_build_examples(model, data, run_dir / "examples.pt")
+    vocab = shortlist(train, model.tokenizer, model.dims.n_vocab, options.shortlist)
+
+    def shown(row: dict[str, float]) -> dict[str, str]:
+        return {"held-out accepted/pass": f"{row['accepted_per_pass']:.2f}",
+                "head1": f"{row['head1_top1']:.2f}"} if "accepted_per_pass" in row else {}
+
+    with _training_progress(options.steps, args.no_progress, shown) as progress:
+        heads, record = train_medusa(model, train, heldout, vocab, options, run_dir / args.kind, progress)
+    record = {**record, "data": asdict(data), "model": args.model}
+    out = args.out or run_dir / f"{args.model}.{args.kind}.pt"
+    heads.save(out, args.model, record)
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    best = record["heldout"]
+    log.info("Medusa-%s heads written to %s: held-out %.2f draft tokens accepted per pass (record: %s)",
+             args.kind, out, best["accepted_per_pass"], out.with_suffix(".json"))  # type: ignore[index]
+    return 0
+
+
+@contextmanager
+def _training_progress(steps: int, off: bool, shown: Callable[[dict[str, float]], dict[str, str]]
+                       ) -> Iterator[Callable[[dict[str, float]], None]]:
+    """A progress callback for a training loop: a bar over the steps with the loss and the latest
+    held-out figures (``shown`` picks them from an evaluation row), logging routed around it."""
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    bar = None if off else tqdm(total=steps, unit="step", file=sys.stderr)
+    postfix: dict[str, str] = {}
+
+    def progress(row: dict[str, float]) -> None:
+        if bar is None:
+            return
+        figures = shown(row)
+        if figures:
+            postfix.update(figures)
+        else:
+            postfix["loss"] = f"{row['loss']:.3f}"
+            bar.update(int(row["step"]) - bar.n)
+        bar.set_postfix(postfix, refresh=False)
+
+    try:
+        with logging_redirect_tqdm():
+            yield progress
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+BENCH_COMMANDS = ("bench", "data", "train-hush", "train-medusa", "profile-threads")  # what the bench extra serves
 COMMANDS = {"transcribe": cmd_transcribe, "stream": cmd_stream, "models": cmd_models, "bench": cmd_bench, "data": cmd_data,
-            "train-hush": cmd_train_hush, "profile-threads": cmd_profile_threads}
+            "train-hush": cmd_train_hush, "train-medusa": cmd_train_medusa, "profile-threads": cmd_profile_threads, "serve": cmd_serve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -519,7 +628,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ModuleNotFoundError as e:
-        extra = "bench" if args.command in BENCH_COMMANDS else "dev"
+        extra = "bench" if args.command in BENCH_COMMANDS else "server" if args.command == "serve" else "dev"
         log.error("`stenoflow %s` needs the %r module: install the %s extra (pip install -e '.[%s]')",
                   args.command, e.name, extra, extra)
         return 2

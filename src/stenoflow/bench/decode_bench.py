@@ -1,9 +1,10 @@
 """``stenoflow bench decode``: how decoding strategies spend the decoder, with faster-whisper beside them.
 
 Every method transcribes the same files end to end (``Model.transcribe``, temperature 0, English):
-plain greedy and beam search, and greedy with a draft model — the main model's own int8 copy
+plain greedy and beam search, greedy with a draft model — the main model's own int8 copy
 (same tokenizer) and another model (``tiny.en`` for ``base``: another vocabulary), each at a fixed
-and an adaptive lookahead. Reported per file: decoder seconds and tokens/s, main-model decoder
+and an adaptive lookahead — and greedy with the model's Medusa-Linear and Medusa-Block heads, each
+greedy-exact and with typical acceptance. Reported per file: decoder seconds and tokens/s, main-model decoder
 passes, acceptance rate and mean accepted length per verification, the decoder speed-up over our
 greedy, whether the tokens equal greedy's, end-to-end time and WER. faster-whisper runs the same
 files at the same beam sizes, threads and precision. Results: ``decode.md``, ``decode.json``
@@ -27,6 +28,7 @@ from stenoflow.audio.io import load_audio
 from stenoflow.bench.datasets import Clip, jfk, long_form
 from stenoflow.bench.machine import machine_record
 from stenoflow.bench.metrics import wer
+from stenoflow.decoding.options import TYPICAL_PUBLISHED
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ class DecodeBenchOptions:
     beam_size: int = 5
     lookahead: int = 4
     long_minutes: float = 5.0
+    medusa: tuple[str, ...] = ("linear", "block")  # Medusa kinds to run (the model's shipped heads)
+    only: tuple[str, ...] = ()  # run the methods whose names start with one of these ("" : all); greedy always
 
 
 @dataclass(frozen=True)
@@ -48,17 +52,23 @@ class Method:
     beam_size: int
     draft: str | None = None  # "self": the main model in int8; else a model name
     adaptive: bool = False
+    medusa: str | None = None  # the model's shipped heads of this kind
+    typical: bool = False  # typical acceptance (as published) instead of greedy-exact
 
 
 def methods(options: DecodeBenchOptions) -> list[Method]:
-    return [
+    every = [
         Method("greedy", 1),
         Method(f"beam {options.beam_size}", options.beam_size),
         Method("draft: self int8, fixed K", 1, "self"),
         Method("draft: self int8, adaptive K", 1, "self", adaptive=True),
         Method(f"draft: {options.draft}, fixed K", 1, options.draft),
         Method(f"draft: {options.draft}, adaptive K", 1, options.draft, adaptive=True),
+        *(Method(f"Medusa-{kind.capitalize()}, {'typical' if typical else 'greedy-exact'}", 1, medusa=kind,
+                 typical=typical)
+          for kind in options.medusa for typical in (False, True)),
     ]
+    return [m for m in every if m.name == "greedy" or not options.only or m.name.startswith(options.only)]
 
 
 def run_decode_bench(options: DecodeBenchOptions, out_dir: Path) -> str:
@@ -77,9 +87,10 @@ def run_decode_bench(options: DecodeBenchOptions, out_dir: Path) -> str:
                 name = options.model if method.draft == "self" else method.draft
                 draft = drafts.get(name) or drafts.setdefault(name, model.draft_model(name))
             started = time.perf_counter()
-            segments, info = model.transcribe(audio, draft=draft, beam_size=method.beam_size, temperature=(0.0,),
-                                              language="en", lookahead=options.lookahead,
-                                              adaptive_lookahead=method.adaptive)
+            segments, info = model.transcribe(audio, draft=draft, medusa=method.medusa, beam_size=method.beam_size,
+                                              temperature=(0.0,), language="en", lookahead=options.lookahead,
+                                              adaptive_lookahead=method.adaptive,
+                                              typical=TYPICAL_PUBLISHED if method.typical else None)
             listed = list(segments)
             total_s = time.perf_counter() - started
             tokens = [s.tokens for s in listed]
@@ -113,7 +124,7 @@ def _row(clip: Clip, method: Method, stats: dict[str, float], total_s: float, te
         "total_s": total_s, "decode_s": decode_s, "encode_s": stats.get("encode_s", float("nan")),
         "tokens": stats.get("tokens", 0.0), "tokens_per_s": stats.get("tokens", 0.0) / decode_s,
         "main_passes": stats.get("forward_passes", float("nan")),
-        "draft_passes": stats.get("draft_model_passes", 0.0),
+        "draft_passes": stats.get("draft_model_passes", 0.0) + stats.get("medusa_drafts", 0.0),
         "acceptance": kept / offered if offered else None,
         "accepted_per_pass": kept / passes if passes else None,
         "speedup": greedy_decode_s / decode_s, "equals_greedy": equal if method.beam_size == 1 else None,

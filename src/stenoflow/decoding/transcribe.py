@@ -19,8 +19,9 @@ import torch
 from stenoflow.decoding.options import SUPPRESS_NON_SPEECH, DecodingOptions, DecodingResult
 from stenoflow.decoding.repetition import text_loop_start
 from stenoflow.decoding.speculative import DraftModel, DraftWindow, Lookahead
-from stenoflow.decoding.task import DecodingTask
+from stenoflow.decoding.task import DecodingTask, Drafter
 from stenoflow.decoding.timing import find_alignment
+from stenoflow.model.medusa import MedusaHeads
 from stenoflow.tokenizer import TIME_PRECISION
 
 if TYPE_CHECKING:
@@ -65,6 +66,10 @@ class TranscribeOptions:
     # With a draft model and beam_size > 1: one row while the main model agrees with the draft and
     # its best token leads the second by this much (nats); the beam opens elsewhere.
     draft_gate: float = 1.0
+    # With drafted tokens: typical acceptance's (epsilon, alpha) (seed 003 eq. 3; TYPICAL_PUBLISHED
+    # are the paper's), which keeps likely drafted tokens the model would not have chosen itself:
+    # faster, not greedy's text. None: greedy-exact.
+    typical: tuple[float, float] | None = None
 
     def decoding(self, temperature: float) -> DecodingOptions:
         greedy_or_beam = temperature == 0
@@ -146,7 +151,7 @@ class Drafting:
 
 def decode_with_fallback(model: Model, cross: object, options: TranscribeOptions,
                          prompt: list[int] | None, language: str | None,
-                         speech_s: float | None = None, draft: DraftWindow | None = None) -> DecodingResult:
+                         speech_s: float | None = None, draft: Drafter | None = None) -> DecodingResult:
     """Decode at each temperature in turn until the result is neither a loop nor unlikely.
 
     ``speech_s``: the window holds only this much speech (then the hush word, not 30 s of
@@ -162,6 +167,8 @@ def decode_with_fallback(model: Model, cross: object, options: TranscribeOptions
         drafted = draft if t == 0 else None  # a draft model speeds up deterministic decoding only
         if drafted is not None and (options.beam_size or 1) > 1:
             decoding = replace(decoding, beam_gate=options.draft_gate)
+        if drafted is not None:
+            decoding = replace(decoding, typical=options.typical)
         result = DecodingTask(model.context, decoding).run(cross, draft=drafted)  # type: ignore[arg-type]
         too_repetitive = (options.compression_ratio_threshold is not None
                           and result.compression_ratio > options.compression_ratio_threshold)
@@ -211,12 +218,13 @@ def split_segments(tokens: list[int], timestamp_begin: int, time_offset: float, 
 
 
 def transcribe(model: Model, audio: np.ndarray, options: TranscribeOptions,
-               progress: Callable[[float, float], None] | None = None, draft: Model | None = None
+               progress: Callable[[float, float], None] | None = None, draft: Model | MedusaHeads | None = None
                ) -> tuple[Iterator[Segment], TranscriptionInfo]:
     """Segments of ``audio`` (16 kHz mono float32), lazily, and the info that describes the run.
 
-    ``draft``: a smaller model that proposes tokens for this one to verify (speculative decoding,
-    any vocabulary); at beam size 1 the text is the same as without it.
+    ``draft``: a smaller model (any vocabulary) or Medusa heads bound to this model that propose
+    tokens for it to verify (speculative decoding); at beam size 1 without typical acceptance the
+    text is the same as without them.
     """
     tok = model.tokenizer
     if options.hush and model.hush is None:
@@ -232,15 +240,21 @@ def transcribe(model: Model, audio: np.ndarray, options: TranscribeOptions,
         language, probs = model.detect_language_mel(window(mel, 0, min(N_FRAMES, max(content_frames, 1))))
     info = TranscriptionInfo(language=language, language_probability=(probs or {}).get(language, 1.0),
                              duration=duration, options=options, all_language_probs=probs,
-                             model=model.describe(), draft=draft.describe() if draft is not None else None)
-    drafting = None
-    if draft is not None:
+                             model=model.describe(), draft=_describe(draft))
+    drafting: Drafting | MedusaHeads | None = draft if isinstance(draft, MedusaHeads) else None
+    if draft is not None and not isinstance(draft, MedusaHeads):
         lookahead = Lookahead(initial=options.lookahead, maximum=max(options.lookahead, Lookahead.maximum),
                               adaptive=options.adaptive_lookahead)
         draft_mel = mel if draft.dims.n_mels == model.dims.n_mels else \
             draft.features(audio, padding=N_FRAMES * HOP_LENGTH)
         drafting = Drafting(draft, DraftModel.pair(draft.context, tok, lookahead), draft_mel)
     return _windows(model, audio, mel, content_frames, options, language, progress, info, drafting), info
+
+
+def _describe(draft: Model | MedusaHeads | None) -> dict[str, object] | None:
+    if isinstance(draft, MedusaHeads):
+        return {"medusa": draft.shape.kind, "heads": draft.shape.heads, "shortlist": len(draft.vocab)}
+    return draft.describe() if draft is not None else None
 
 
 def window(mel: torch.Tensor, seek: int, size: int) -> torch.Tensor:
@@ -260,7 +274,7 @@ def _digital_silence(samples: np.ndarray) -> bool:
 
 def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
              language: str, progress: Callable[[float, float], None] | None, info: TranscriptionInfo,
-             drafting: Drafting | None) -> Iterator[Segment]:
+             drafting: Drafting | MedusaHeads | None) -> Iterator[Segment]:
     tok = model.tokenizer.with_options(language if model.tokenizer.multilingual else None, options.task)
     tb = tok.timestamp_begin
     all_tokens: list[int] = []
@@ -292,7 +306,7 @@ def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames:
             features = model.encode(window(mel, seek, size))
         cross = model.whisper.decoder.cross_kv(features)
         prompt = all_tokens[prompt_reset:] if options.condition_on_previous_text else None
-        draft = drafting.window(audio, seek, size, options.hush) if drafting is not None else None
+        draft = drafting.window(audio, seek, size, options.hush) if isinstance(drafting, Drafting) else drafting
         encoded = time.perf_counter()
         result = decode_with_fallback(model, cross, options, prompt, language, speech_s, draft)
         _count(info.stats, result.stats, encode_s=encoded - started, decode_s=time.perf_counter() - encoded,

@@ -185,3 +185,24 @@ def bundled_medusa_path(model_name: str, kind: str) -> Path | None:
     ref = resources.files("stenoflow") / "assets" / "medusa" / f"{model_name}.{kind}.pt"
     path = Path(str(ref))
     return path if path.is_file() else None
+
+
+def find_medusa(model_name: str, kind_or_path: str, model_path: Path | None) -> Path:
+    """The heads file for a model: ``kind_or_path`` itself if it is a file, else for a kind
+    ("linear"/"block") ``medusa-KIND.pt`` beside the model, else the bundled heads."""
+    if kind_or_path not in MEDUSA_KINDS:
+        path = Path(kind_or_path)
+        if not path.is_file():
+            raise FileNotFoundError(f"Medusa heads: {kind_or_path!r} is neither a kind ({', '.join(MEDUSA_KINDS)}) "
+                                    "nor a heads file")
+        return path
+    if model_path is not None:
+        beside = (model_path if model_path.is_dir() else model_path.parent) / f"medusa-{kind_or_path}.pt"
+        if beside.is_file():
+            return beside
+    bundled = bundled_medusa_path(model_name, kind_or_path)
+    if bundled is None:
+        raise FileNotFoundError(f"no Medusa-{kind_or_path} heads for model {model_name!r}: train them with "
+                                f"`stenoflow train-medusa --model {model_name} --kind {kind_or_path}` and pass the "
+                                f"file, or put medusa-{kind_or_path}.pt beside the model")
+    return bundled

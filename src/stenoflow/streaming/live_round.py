@@ -33,6 +33,7 @@ from stenoflow.audio.features import HOP_LENGTH
 from stenoflow.audio.io import N_SAMPLES
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.repetition import text_loop_start
+from stenoflow.decoding.speculative import DraftModel, DraftWindow
 from stenoflow.decoding.task import DecodingTask, Prefilled
 from stenoflow.decoding.timing import FRAMES_PER_SECOND, attended_positions, timings_from_attention
 from stenoflow.decoding.transcribe import window
@@ -78,6 +79,7 @@ class Encoded:
     prefilled: Prefilled
     encoder_frames: int  # mel frames the encoder heard (for GFLOPs)
     stats: dict[str, float] = field(default_factory=dict)
+    draft: DraftWindow | None = None  # the draft model's own encoding of the buffer, if it drafts
 
 
 @dataclass(frozen=True)
@@ -125,24 +127,30 @@ class LiveRound:
         if options.hush and model.hush is None:
             raise ValueError(f"no hush word for model {model.name!r}: train one with `stenoflow train-hush` "
                              "or stream without hush")
+        self.heads = model.medusa(options.medusa) if options.medusa else None
+        self.draft_model = model.draft_model(options.speculative) if options.speculative else None
+        self.pair = DraftModel.pair(self.draft_model.context, model.tokenizer) if self.draft_model else None
 
     # --- stage A ------------------------------------------------------------------------------
     @torch.inference_mode()
     def encode(self, inp: RoundInput, pad: bool = False) -> Encoded:
         """Encoder and prompt prefill for ``inp``; ``pad``: 30 s of padding, not the hush word."""
         t0 = time.perf_counter()
-        mel = self._encoder_input(inp.samples, pad)
+        mel = self._encoder_input(self.model, inp.samples, pad)
         features = self.model.encode(mel)
         cross = self.model.whisper.decoder.cross_kv(features)
+        draft = None
+        if self.draft_model is not None and self.pair is not None:  # the draft hears the buffer its own way
+            d = self.draft_model
+            draft = DraftWindow(self.pair, d.whisper.decoder.cross_kv(d.encode(self._encoder_input(d, inp.samples, pad))))
         t1 = time.perf_counter()
         prefilled = DecodingTask(self.model.context, self._decoding(inp)).prefill(cross)
         t2 = time.perf_counter()
         stats = {"encoder_ms": 1000 * (t1 - t0), "prefill_ms": 1000 * (t2 - t1),
                  "prompt_tokens": float(len(inp.prompt))}
-        return Encoded(inp, prefilled, int(mel.shape[-1]), stats)
+        return Encoded(inp, prefilled, int(mel.shape[-1]), stats, draft)
 
-    def _encoder_input(self, samples: np.ndarray, pad: bool) -> torch.Tensor:
-        model = self.model
+    def _encoder_input(self, model: Model, samples: np.ndarray, pad: bool) -> torch.Tensor:
         if self.options.hush and not pad and model.hush is not None \
                 and samples.size + model.hush.samples.size <= N_SAMPLES:
             return model.features(model.hush.append(samples))
@@ -156,7 +164,8 @@ class LiveRound:
         t0 = time.perf_counter()
         options = self._decoding(inp, draft)
         cross = encoded.prefilled.inference.cross
-        result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled)
+        result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
+                                                               draft=encoded.draft or self.heads)
         t1 = time.perf_counter()
         heard = self._heard(result, inp, cross)
         t2 = time.perf_counter()

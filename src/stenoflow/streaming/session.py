@@ -111,6 +111,11 @@ class StreamOptions:
     # live: run the encoder stage of the next round beside this round's decoding, on two
     # executors with (encoder, decoder) threads; None: one after the other on all threads.
     pipeline: tuple[int, int] | None = None
+    # live: past the previous round's draft, tokens are drafted by a draft model (its name or path,
+    # loaded int8 on the CPU: ``speculative``) or by this model's Medusa heads ("linear", "block" or
+    # a heads file: ``medusa``), and verified in the same pass; greedy rounds hear the same words.
+    speculative: str | None = None
+    medusa: str | None = None
 
     def __post_init__(self) -> None:
         if not self.step > 0:
@@ -142,6 +147,10 @@ class StreamOptions:
             raise ValueError(f"intake_s must be >= step ({self.step} s) or None, got {self.intake_s}")
         if self.pipeline is not None and (len(self.pipeline) != 2 or min(self.pipeline) < 1):
             raise ValueError(f"pipeline takes (encoder threads, decoder threads), each >= 1, got {self.pipeline}")
+        if (self.speculative or self.medusa) and self.policy != "live":
+            raise ValueError("a draft model or Medusa heads speed up live sessions (policy 'live') only")
+        if self.speculative and self.medusa:
+            raise ValueError("give a draft model or Medusa heads, not both")
         if self.policy == "live" and self.language is None:
             raise ValueError("live streams need a language (prefilled rounds cannot detect it)")
 
