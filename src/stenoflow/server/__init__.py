@@ -1,0 +1,1 @@
+"""``stenoflow serve``: live captions over WebSocket, a browser page and OpenAI-compatible REST on one model."""

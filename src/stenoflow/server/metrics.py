@@ -1,0 +1,62 @@
+"""Server counters and gauges, rendered in the Prometheus text format."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Metrics:
+    sessions_active: int = 0
+    sessions_total: int = 0
+    rounds_total: int = 0
+    round_seconds_total: float = 0.0  # compute in streaming rounds
+    stream_audio_seconds_total: float = 0.0  # audio the rounds processed
+    dropped_audio_seconds_total: float = 0.0  # stays 0: the server applies backpressure, never drops
+    transcriptions_total: int = 0
+    transcription_audio_seconds_total: float = 0.0
+    transcription_seconds_total: float = 0.0
+    queue_depth: int = 0  # model jobs waiting for the model or running on it
+    errors: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def round(self, seconds: float, audio_s: float, rounds: int) -> None:
+        with self.lock:
+            self.rounds_total += rounds
+            self.round_seconds_total += seconds
+            self.stream_audio_seconds_total += audio_s
+
+    def error(self, code: str) -> None:
+        with self.lock:
+            self.errors[code] += 1
+
+    def render(self) -> str:
+        with self.lock:
+            rtf = self.round_seconds_total / self.stream_audio_seconds_total if self.stream_audio_seconds_total else 0.0
+            lines = [
+                _metric("sessions_active", "gauge", "WebSocket streams open now", self.sessions_active),
+                _metric("sessions_total", "counter", "WebSocket streams opened", self.sessions_total),
+                _metric("rounds_total", "counter", "streaming rounds run", self.rounds_total),
+                _metric("round_seconds_total", "counter", "compute seconds in streaming calls",
+                        self.round_seconds_total),
+                _metric("stream_audio_seconds_total", "counter", "audio seconds streamed through rounds",
+                        self.stream_audio_seconds_total),
+                _metric("stream_rtf", "gauge", "streaming compute seconds per audio second", rtf),
+                _metric("dropped_audio_seconds_total", "counter", "audio dropped (never: backpressure instead)",
+                        self.dropped_audio_seconds_total),
+                _metric("transcriptions_total", "counter", "files transcribed over REST", self.transcriptions_total),
+                _metric("transcription_audio_seconds_total", "counter", "audio seconds transcribed over REST",
+                        self.transcription_audio_seconds_total),
+                _metric("transcription_seconds_total", "counter", "compute seconds in REST transcription",
+                        self.transcription_seconds_total),
+                _metric("queue_depth", "gauge", "model jobs waiting or running", self.queue_depth),
+                "# HELP stenoflow_errors_total client errors by kind\n# TYPE stenoflow_errors_total counter",
+                *(f'stenoflow_errors_total{{code="{code}"}} {n}' for code, n in sorted(self.errors.items())),
+            ]
+        return "\n".join(lines) + "\n"
+
+
+def _metric(name: str, kind: str, help_text: str, value: float) -> str:
+    return f"# HELP stenoflow_{name} {help_text}\n# TYPE stenoflow_{name} {kind}\nstenoflow_{name} {value:g}"

@@ -1,0 +1,297 @@
+"""``stenoflow serve`` as a real process on a free port, driven by real clients: the ``websockets``
+client, the ``openai`` SDK, and the caption page in headless Chromium; and bad input, each a clear
+error to that client while the server goes on serving the others."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import JFK_TEXT
+
+pytestmark = pytest.mark.slow
+
+KEY = "test-key-123"
+CHUNK = 1600  # 0.1 s
+
+
+def get(url: str, key: str | None = None) -> tuple[int, str]:
+    """(status, body) of a GET, with the bearer key if given."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def words(text: str) -> list[str]:
+    return ["".join(c for c in w.lower() if c.isalnum()) for w in text.split() if any(c.isalnum() for c in w)]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    env = {**os.environ, "STENOFLOW_API_KEY": KEY}
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "stenoflow.cli", "serve", "--model", "tiny.en", "--port",
+                                 str(port), "--max-upload-mb", "1", "--max-sessions", "4", "--idle-timeout", "4",
+                                 "--max-message-kb", "256", "--threads", "2"], stdout=out, stderr=subprocess.STDOUT,
+                                env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if get(f"{url}/health")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.3)
+        else:
+            raise AssertionError(f"server did not come up:\n{log.read_text()}")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def pcm16(audio: np.ndarray) -> bytes:
+    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+async def stream_file(url: str, audio: np.ndarray, config: dict[str, object] | None = None,
+                      read_while_sending: bool = True, pause_s: float = 0.0) -> list[dict[str, object]]:
+    import websockets
+
+    events: list[dict[str, object]] = []
+    ws_url = url.replace("http", "ws") + "/v1/stream"
+    async with websockets.connect(ws_url, additional_headers={"Authorization": f"Bearer {KEY}"}) as ws:
+        await ws.send(json.dumps(config or {"format": "s16le", "sample_rate": 16000}))
+        events.append(json.loads(await ws.recv()))
+        data = pcm16(audio)
+        for i in range(0, len(data), 2 * CHUNK):
+            await ws.send(data[i : i + 2 * CHUNK])
+            if pause_s:
+                await asyncio.sleep(pause_s)
+            if read_while_sending:
+                while True:
+                    try:
+                        events.append(json.loads(await asyncio.wait_for(ws.recv(), 0.001)))
+                    except asyncio.TimeoutError:
+                        break
+        await ws.send(json.dumps({"type": "end"}))
+        async for message in ws:
+            events.append(json.loads(message))
+    return events
+
+
+def committed_text(events: list[dict[str, object]]) -> str:
+    return "".join(str(w["word"]) for e in events if e["type"] == "update" for w in e["committed"])  # type: ignore[union-attr]
+
+
+def test_a_websocket_client_streams_a_file_and_gets_every_word_once(server: str, jfk_audio: np.ndarray) -> None:
+    events = asyncio.run(stream_file(server, jfk_audio, pause_s=0.01))
+    assert events[0]["type"] == "ready" and events[0]["model"] == "tiny.en"
+    assert events[-1]["type"] == "end"
+    text = committed_text(events)
+    assert words(text) == words(str(events[-1]["text"]))
+    said = words(JFK_TEXT)
+    heard = words(text)
+    assert len(heard) <= len(said) + 2  # nothing committed twice
+    assert sum(w in heard for w in said) >= len(said) - 2
+    times = [w["end"] for e in events if e["type"] == "update" for w in e["committed"]]  # type: ignore[union-attr]
+    assert times == sorted(times) and times[-1] <= 11.5
+
+
+def test_a_client_that_reads_nothing_until_the_end_still_gets_every_word(server: str, jfk_audio: np.ndarray) -> None:
+    events = asyncio.run(stream_file(server, jfk_audio, read_while_sending=False))
+    assert events[-1]["type"] == "end"
+    assert sum(w in words(committed_text(events)) for w in words(JFK_TEXT)) >= len(words(JFK_TEXT)) - 2
+
+
+def test_the_openai_client_transcribes_a_file(server: str, jfk_path: Path) -> None:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{server}/v1", api_key=KEY)
+    assert "tiny.en" in [m.id for m in client.models.list()]
+    with jfk_path.open("rb") as f:
+        plain = client.audio.transcriptions.create(model="whisper-1", file=f)
+    assert words(plain.text) == words(JFK_TEXT)
+    with jfk_path.open("rb") as f:
+        verbose = client.audio.transcriptions.create(model="tiny.en", file=f, response_format="verbose_json",
+                                                     timestamp_granularities=["word", "segment"], language="en")
+    assert verbose.words is not None and [words(w.word)[0] for w in verbose.words if words(w.word)] == words(JFK_TEXT)
+    assert verbose.segments and verbose.segments[0].start >= 0 and verbose.duration == pytest.approx(11.0, abs=0.1)
+    with jfk_path.open("rb") as f:
+        srt = client.audio.transcriptions.create(model="whisper-1", file=f, response_format="srt")
+    assert "-->" in str(srt) and "country" in str(srt).lower()
+    with jfk_path.open("rb") as f:
+        vtt = client.audio.transcriptions.create(model="whisper-1", file=f, response_format="vtt")
+    assert str(vtt).startswith("WEBVTT")
+
+
+def test_rest_refuses_bad_requests_with_clear_errors(server: str, jfk_path: Path) -> None:
+    import openai
+    from openai import OpenAI
+
+    with jfk_path.open("rb") as f, pytest.raises(openai.AuthenticationError, match="API key"):
+        OpenAI(base_url=f"{server}/v1", api_key="wrong").audio.transcriptions.create(model="whisper-1", file=f)
+    client = OpenAI(base_url=f"{server}/v1", api_key=KEY, max_retries=0)
+    big = io.BytesIO()
+    with wave.open(big, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(b"\0\0" * 16000 * 40)  # 40 s: 1.28 MB, over the 1 MB limit
+    with pytest.raises(openai.APIStatusError, match="limit") as e:
+        client.audio.transcriptions.create(model="whisper-1", file=("big.wav", big.getvalue()))
+    assert e.value.status_code == 413
+    with pytest.raises(openai.BadRequestError, match="not audio"):
+        client.audio.transcriptions.create(model="whisper-1", file=("junk.wav", b"RIFF garbage, not a wave file"))
+    with jfk_path.open("rb") as f, pytest.raises(openai.BadRequestError, match="not served here"):
+        client.audio.transcriptions.create(model="large-v3", file=f)
+
+
+async def bad_stream(url: str, config: object, payload: list[bytes | str], key: str | None = KEY
+                     ) -> list[dict[str, object]]:
+    import websockets
+
+    events: list[dict[str, object]] = []
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        async with websockets.connect(url.replace("http", "ws") + "/v1/stream", additional_headers=headers,
+                                      max_size=None) as ws:
+            try:
+                await ws.send(config if isinstance(config, (str, bytes)) else json.dumps(config))
+                for item in payload:
+                    await ws.send(item)
+            except websockets.ConnectionClosed:
+                pass  # the server closed first: what it said before is still to be read
+            while True:
+                try:
+                    events.append(json.loads(await ws.recv()))
+                except websockets.ConnectionClosed:
+                    break
+    except websockets.ConnectionClosed:
+        pass
+    return events
+
+
+def test_bad_stream_input_is_a_clear_error_while_a_good_stream_goes_on(server: str, jfk_audio: np.ndarray) -> None:
+    pcm = pcm16(jfk_audio[: 3 * 16000])
+
+    async def scenario() -> tuple[list[dict[str, object]], list[list[dict[str, object]]]]:
+        good = asyncio.create_task(stream_file(server, jfk_audio, pause_s=0.01))
+        bad = [
+            await bad_stream(server, {"format": "s16le", "sample_rate": 44100}, []),
+            await bad_stream(server, {"format": "s16le"}, [pcm[:3201]]),
+            await bad_stream(server, {"format": "f32le"}, [np.full(1600, np.nan, "<f4").tobytes()]),
+            await bad_stream(server, {"format": "s16le"}, [pcm, "hello", pcm]),
+            await bad_stream(server, {"format": "s16le"}, [b"\0" * (300 * 1024)]),
+            await bad_stream(server, "not json", []),
+            await bad_stream(server, {"format": "s16le"}, [], key=None),
+            await bad_stream(server, {"format": "s16le"}, [pcm]),  # then silence: the idle limit
+        ]
+        return await good, bad
+
+    good, bad = asyncio.run(scenario())
+    assert sum(w in words(committed_text(good)) for w in words(JFK_TEXT)) >= len(words(JFK_TEXT)) - 2
+    codes = [next((e["code"] for e in events if e["type"] == "error"), None) for events in bad]
+    assert codes == ["bad_sample_rate", "bad_frame", "bad_frame", "unexpected_text", "message_too_big", "bad_config",
+                     "unauthorized", "idle"]
+    messages = [next(str(e["message"]) for e in events if e["type"] == "error") for events in bad]
+    assert "16000" in messages[0] and "3201 bytes" in messages[1] and "NaN" in messages[2]
+    assert "binary" in messages[3] and "limit" in messages[4]
+    # The audio before a mid-stream error is still transcribed and its words sent, then "end".
+    mid = bad[3]
+    assert mid[-1]["type"] == "end" and "fellow" in words(committed_text(mid))
+    idle = bad[7]
+    assert idle[-1]["type"] == "end" and "americans" in words(committed_text(idle))
+
+
+def test_a_vanished_client_and_a_session_limit_leave_the_server_serving(server: str, jfk_audio: np.ndarray) -> None:
+    import websockets
+
+    async def scenario() -> list[dict[str, object]]:
+        url = server.replace("http", "ws") + "/v1/stream"
+        gone = await websockets.connect(url, additional_headers={"Authorization": f"Bearer {KEY}"})
+        await gone.send(json.dumps({"format": "s16le"}))
+        await gone.send(pcm16(jfk_audio[:32000]))
+        gone.transport.abort()  # no close handshake: the client just vanishes
+        held = []
+        for _ in range(4):
+            ws = await websockets.connect(url, additional_headers={"Authorization": f"Bearer {KEY}"})
+            await ws.send(json.dumps({"format": "s16le"}))
+            assert json.loads(await ws.recv())["type"] == "ready"
+            held.append(ws)
+        refused = await bad_stream(server, {"format": "s16le"}, [])
+        for ws in held:
+            await ws.close()
+        await asyncio.sleep(0.5)
+        return refused
+
+    refused = asyncio.run(scenario())
+    assert refused and refused[0]["code"] == "busy"
+    assert json.loads(get(f"{server}/health")[1])["status"] == "ok"
+    events = asyncio.run(stream_file(server, jfk_audio[: 5 * 16000]))
+    assert events[-1]["type"] == "end" and words(committed_text(events))
+    status, metrics = get(f"{server}/metrics", KEY)
+    assert status == 200
+    assert "stenoflow_dropped_audio_seconds_total 0" in metrics
+    assert 'stenoflow_errors_total{code="busy"}' in metrics and "stenoflow_rounds_total" in metrics
+    assert get(f"{server}/metrics")[0] == 401
+
+
+def test_the_caption_page_shows_the_words_in_headless_chromium(server: str, jfk_path: Path) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream",
+                "--use-fake-device-for-media-stream", f"--use-file-for-fake-audio-capture={jfk_path}",
+                "--autoplay-policy=no-user-gesture-required"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    try:
+        driver.get(server + "/")
+        driver.find_element(By.ID, "key").send_keys(KEY)
+        driver.find_element(By.ID, "start").click()
+        WebDriverWait(driver, 90, poll_frequency=0.5).until(
+            lambda d: "country" in d.find_element(By.ID, "committed").text.lower())
+        committed = driver.find_element(By.ID, "committed").text
+        assert "latency:" in driver.find_element(By.ID, "latency").text
+        assert driver.find_element(By.ID, "committed").value_of_css_property("color") in ("rgba(0, 0, 0, 1)",
+                                                                                         "rgb(0, 0, 0)")
+        assert driver.find_element(By.ID, "tail").value_of_css_property("color") != \
+            driver.find_element(By.ID, "committed").value_of_css_property("color")
+        driver.find_element(By.ID, "stop").click()
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "status").text in ("stopped", "closed"))
+        assert "ask" in words(committed)
+    finally:
+        driver.quit()
