@@ -77,6 +77,20 @@ def test_the_pipelined_session_commits_what_the_sequential_one_does(tiny: Model,
     assert not any(r.get("pipelined", 0.0) for r in sequential.rounds)
 
 
+@pytest.mark.parametrize("drafter", [{"medusa": "block"}, {"speculative": "tiny.en"}], ids=["medusa", "draft-model"])
+def test_drafting_past_the_previous_round_changes_no_committed_word(tiny: Model, short_items: Clip,
+                                                                     drafter: dict[str, str]) -> None:
+    """Greedy rounds with Medusa heads or a draft model behind the previous round's draft keep only
+    tokens the model would choose itself: the same words, at the same times, in fewer passes."""
+    audio = short_items.load_audio()[: 12 * SR]
+    plain = run_stream(lambda: tiny.stream(live(step=0.5)), audio, "unaware", chunk_s=0.5)
+    drafted = run_stream(lambda: tiny.stream(live(step=0.5, **drafter)), audio, "unaware", chunk_s=0.5)
+    assert plain.text.strip()
+    assert [(w.word, w.start, w.end) for w in drafted.words] == [(w.word, w.start, w.end) for w in plain.words]
+    passes = sum(r.get("forward_passes", 0.0) for r in drafted.rounds)
+    assert passes < sum(r.get("forward_passes", 0.0) for r in plain.rounds)
+
+
 def test_a_live_stream_of_silence_commits_nothing(tiny: Model) -> None:
     rng = np.random.default_rng(1)
     noise = (1e-4 * rng.standard_normal(6 * SR)).astype(np.float32)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import JFK_TEXT
 
 pytestmark = pytest.mark.slow

@@ -210,6 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
     mt.add_argument("--out", type=Path, default=None, help="where to write the heads (.pt); default RUN_DIR/MODEL.KIND.pt")
     mt.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    bv = bsub.add_parser("serve", help="N concurrent real-time streams against one server: latency, CPU, memory")
+    bv.add_argument("--model", default="tiny.en")
+    bv.add_argument("--compute", default=None, choices=["float32", "int8"], help="default: serve's default")
+    bv.add_argument("--clients", default="1,2,4,8", help="comma list of concurrent client counts")
+    bv.add_argument("--minutes", type=float, default=1.5, help="length of each client's recording")
+    bv.add_argument("--threads", type=int, default=2)
+    bv.add_argument("--out", type=Path, default=Path("bench-results"))
+
     bh = bsub.add_parser("hush", help="input schemes after short speech: padding, zeros, noise, hush word")
     bh.add_argument("--models", default="tiny.en,base")
     bh.add_argument("--clips", type=int, default=40, help="synthesized clips of 2-25 s (plus jfk.wav)")
@@ -333,6 +341,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                    medusa=tuple(k for k in args.medusa.split(",") if k),
                                    only=tuple(k.strip() for k in args.only.split(",") if k.strip()))
         sys.stdout.write(run_decode_bench(dopts, args.out) + "\n")
+        return 0
+    if args.bench == "serve":
+        from stenoflow.bench.serve_bench import ServeBenchOptions, run_serve_bench
+
+        vopts = ServeBenchOptions(model=args.model, compute=args.compute,
+                                  clients=tuple(int(n) for n in args.clients.split(",")), minutes=args.minutes,
+                                  threads=args.threads)
+        sys.stdout.write(run_serve_bench(vopts, args.out) + "\n")
         return 0
     if args.bench == "stream":
         from stenoflow.bench.stream_bench import StreamBenchOptions, run_stream_bench

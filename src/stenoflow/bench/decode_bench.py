@@ -13,11 +13,10 @@ files at the same beam sizes, threads and precision. Results: ``decode.md``, ``d
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,7 @@ import torch
 from stenoflow.api import Model, load_model
 from stenoflow.audio.io import load_audio
 from stenoflow.bench.datasets import Clip, jfk, long_form
-from stenoflow.bench.machine import machine_record
+from stenoflow.bench.machine import write_results
 from stenoflow.bench.metrics import wer
 from stenoflow.decoding.options import TYPICAL_PUBLISHED
 
@@ -100,16 +99,11 @@ def run_decode_bench(options: DecodeBenchOptions, out_dir: Path) -> str:
                              tokens == greedy_tokens, greedy_decode_s))
             log.info("%s", rows[-1])
         rows += _peer_rows(model, options, clip, audio)
-    record = {"machine": machine_record(), "options": asdict(options), "rows": rows}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "decode.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
     table = format_table(rows)
-    (out_dir / "decode.md").write_text(
-        f"# Decoding benchmark\n\nMachine: {record['machine']}.\n\nOptions: {json.dumps(record['options'])}.\n\n"
-        "Decoder s: time in decoding (encoders excluded; a draft model's decoder included). Speed-up: our "
-        "greedy's decoder time over the method's. Passes: main-model decoder forward passes. Acceptance: "
-        "draft tokens kept / offered; accepted/pass: draft tokens kept per verification pass.\n\n"
-        f"{table}\n\n![decoder speed-up](decode.png)\n", encoding="utf-8")
+    write_results(out_dir, "decode", "Decoding benchmark", options, rows, table,
+                  "Decoder s: time in decoding (encoders excluded; a draft model's decoder included). Speed-up: our "
+                  "greedy's decoder time over the method's. Passes: main-model decoder forward passes. Acceptance: "
+                  "draft tokens kept / offered; accepted/pass: draft tokens kept per verification pass.")
     plot(rows, out_dir / "decode.png")
     return table
 

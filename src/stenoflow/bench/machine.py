@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+from dataclasses import asdict
 from importlib import metadata
+from pathlib import Path
 
 from stenoflow.streaming.threads import cpu_model
 
@@ -36,3 +39,16 @@ def resident_mb() -> float:
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write_results(out_dir: Path, stem: str, title: str, options: object, rows: list[dict[str, object]],
+                  table: str, notes: str) -> dict[str, object]:
+    """``STEM.json`` (machine, options, rows) and ``STEM.md`` (title, machine, options, notes, the
+    table and the plot ``STEM.png``) in ``out_dir``; returns the record."""
+    record = {"machine": machine_record(), "options": asdict(options), "rows": rows}  # type: ignore[call-overload]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{stem}.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    (out_dir / f"{stem}.md").write_text(
+        f"# {title}\n\nMachine: {record['machine']}.\n\nOptions: {json.dumps(record['options'])}.\n\n{notes}\n\n"
+        f"{table}\n\n![{title}]({stem}.png)\n", encoding="utf-8")
+    return record

@@ -25,6 +25,7 @@ from stenoflow.decoding.logit_filters import (
     SuppressBlank,
     SuppressTokens,
 )
+from stenoflow.decoding.medusa import MedusaProposer
 from stenoflow.decoding.options import (
     SUPPRESS_NON_SPEECH,
     DecodingOptions,
@@ -33,7 +34,6 @@ from stenoflow.decoding.options import (
 )
 from stenoflow.decoding.reference import DraftMatcher, ReferenceMatcher, TokenKinds
 from stenoflow.decoding.repetition import LoopRule, StopLoops
-from stenoflow.decoding.medusa import MedusaProposer
 from stenoflow.decoding.speculative import DraftModelProposer, DraftWindow, SpeculativeDraft
 from stenoflow.decoding.strategies import (
     BeamSearchDecoder,

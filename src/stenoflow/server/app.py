@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Annotated, AsyncIterator
+from typing import Annotated
 
 from fastapi import FastAPI, Form, Request, UploadFile, WebSocket
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response

@@ -21,7 +21,9 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -276,7 +278,7 @@ class StreamHandler:
             samples = intake.take()
             self.drained.set()
             if samples.size:
-                update = await self._timed(lambda: session.push(samples), samples.size / SAMPLE_RATE)
+                update = await self._timed(partial(session.push, samples), samples.size / SAMPLE_RATE)
                 if not await self._send_update(update, intake):
                     return
             if self.ended and not intake.pending_samples:
@@ -288,9 +290,9 @@ class StreamHandler:
             await self._send({"type": "end", "text": "".join(self.committed).strip(), "words": len(self.committed),
                               "audio_s": intake.received_samples / SAMPLE_RATE})
 
-    async def _timed(self, job: object, audio_s: float) -> StreamUpdate:
+    async def _timed(self, job: Callable[[], StreamUpdate], audio_s: float) -> StreamUpdate:
         started = time.perf_counter()
-        update: StreamUpdate = await self.scheduler.run(job)  # type: ignore[arg-type]
+        update = await self.scheduler.run(job)
         self.metrics.round(time.perf_counter() - started, audio_s, len(update.rounds))
         return update
 

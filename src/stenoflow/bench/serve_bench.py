@@ -1,0 +1,212 @@
+"""``stenoflow bench serve``: N clients streaming different files in real time against one server.
+
+The server runs as its own process (``stenoflow serve``) on a free port; for each N (1, 2, 4, 8 by
+default) N WebSocket clients each stream their own synthesized recording at 1x wall clock in 0.1 s
+chunks and note when every committed word arrives. Reported per N: per-word latency (arrival -
+the word's end in the forced-aligned reference, as ``bench stream`` measures it) p50/p90, WER, the
+server's CPU seconds per audio second per session, its resident memory, the audio it dropped (from
+``/metrics``) and whether every stream kept up (its last word arrived within a few seconds of its
+end). Results: ``serve.md``, ``serve.json`` (machine, options, rows), ``serve.png``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from stenoflow.bench.clips import Clip
+from stenoflow.bench.datasets import streams
+from stenoflow.bench.gold import GoldWord, gold_words
+from stenoflow.bench.latency import LatencyStats, word_latencies
+from stenoflow.bench.machine import write_results
+from stenoflow.bench.metrics import wer
+from stenoflow.streaming.drivers import EmittedWord
+
+log = logging.getLogger(__name__)
+
+CHUNK_S = 0.1
+KEPT_UP_S = 5.0  # a stream kept up if its last word arrived within this of the end of its audio
+
+
+@dataclass(frozen=True)
+class ServeBenchOptions:
+    model: str = "tiny.en"
+    compute: str | None = None  # None: serve's default
+    clients: tuple[int, ...] = (1, 2, 4, 8)
+    minutes: float = 1.5  # length of each client's recording
+    threads: int = 2
+    gold_model: str = "base"
+
+
+def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
+    from stenoflow.api import load_model
+
+    clips = streams(max(options.clients), options.minutes, seed=7)
+    audios = [clip.load_audio() for clip in clips]
+    gold_model = load_model(options.gold_model)
+    gold = [gold_words(c, gold_model, a) for c, a in zip(clips, audios)]
+    del gold_model
+    rows = []
+    for n in options.clients:
+        with Server(options) as server:
+            rows.append(asyncio.run(_run_clients(server, clips[:n], audios[:n], gold[:n])))
+        log.info("%s", rows[-1])
+    table = format_table(rows)
+    write_results(out_dir, "serve", "Server benchmark", options, rows, table,
+                  "Each client streams its own recording at 1x real time in 0.1 s chunks over /v1/stream. Latency: "
+                  "when a committed word reached the client minus the word's end in the reference. CPU: server CPU "
+                  "seconds per audio second per session. Kept up: every stream's last word arrived within "
+                  f"{KEPT_UP_S:g} s of its end.")
+    plot(rows, out_dir / "serve.png")
+    return table
+
+
+class Server:
+    """``stenoflow serve`` in a child process on a free port, for the length of a ``with``."""
+
+    def __init__(self, options: ServeBenchOptions) -> None:
+        self.options = options
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Server:
+        args = [sys.executable, "-m", "stenoflow.cli", "serve", "--model", self.options.model, "--port",
+                str(self.port), "--threads", str(self.options.threads), "--max-sessions", "64"]
+        if self.options.compute:
+            args += ["--compute", self.options.compute]
+        env = {k: v for k, v in os.environ.items() if k != "STENOFLOW_API_KEY"}
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("the server exited while starting")
+            try:
+                urllib.request.urlopen(f"{self.url}/health", timeout=1).read()
+                return self
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError("the server did not come up")
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.proc is not None
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+    def cpu_s(self) -> float:
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_mb(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def metric(self, name: str) -> float:
+        text = urllib.request.urlopen(f"{self.url}/metrics", timeout=10).read().decode()
+        for line in text.splitlines():
+            if line.startswith(f"stenoflow_{name} "):
+                return float(line.split()[1])
+        return float("nan")
+
+
+async def _client(url: str, audio: np.ndarray) -> tuple[list[EmittedWord], float]:
+    """Stream ``audio`` in real time; the committed words with their arrival (s after the start) and
+    when the end event arrived."""
+    import websockets
+
+    words: list[EmittedWord] = []
+    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    step = int(CHUNK_S * 16000) * 2
+    async with websockets.connect(url.replace("http", "ws") + "/v1/stream", max_size=None) as ws:
+        await ws.send(json.dumps({"format": "s16le", "sample_rate": 16000}))
+        await ws.recv()
+        t0 = time.monotonic()
+
+        async def send() -> None:
+            for i, at in enumerate(range(0, len(pcm), step)):
+                await asyncio.sleep(max(0.0, t0 + i * CHUNK_S - time.monotonic()))
+                await ws.send(pcm[at : at + step])
+            await ws.send(json.dumps({"type": "end"}))
+
+        sender = asyncio.create_task(send())
+        ended = float("nan")
+        async for message in ws:
+            event = json.loads(message)
+            now = time.monotonic() - t0
+            if event["type"] == "update":
+                words += [EmittedWord(w["word"], w["start"], w["end"], now) for w in event["committed"]]
+            elif event["type"] == "end":
+                ended = now
+        await sender
+    return words, ended
+
+
+async def _run_clients(server: Server, clips: list[Clip], audios: list[np.ndarray], gold: list[list[GoldWord]]
+                       ) -> dict[str, object]:
+    cpu0 = server.cpu_s()
+    results = await asyncio.gather(*(_client(server.url, a) for a in audios))
+    cpu = server.cpu_s() - cpu0
+    latencies: list[float] = []
+    kept_up = True
+    hyps, refs = [], []
+    for clip, audio, ref, (words, ended) in zip(clips, audios, gold, results):
+        latencies += word_latencies(ref, words)
+        kept_up &= ended - len(audio) / 16000 <= KEPT_UP_S
+        hyps.append("".join(w.word for w in words))
+        refs.append(clip.text)
+    stats = LatencyStats.of(latencies)
+    audio_s = sum(len(a) for a in audios) / 16000
+    return {"clients": len(clips), "words": stats.words, "latency_p50": stats.median, "latency_p90": stats.p90,
+            "latency_mean": stats.mean, "wer": wer(refs, hyps).wer, "cpu_per_audio_s_per_session": cpu / audio_s,
+            "server_rtf": server.metric("stream_rtf"), "rss_mb": server.rss_mb(),
+            "dropped_audio_s": server.metric("dropped_audio_seconds_total"), "kept_up": kept_up}
+
+
+def format_table(rows: list[dict[str, object]]) -> str:
+    head = ["clients", "words", "latency p50 s", "latency p90 s", "WER %", "CPU s / audio s / session",
+            "server RTF", "server RSS MB", "dropped audio s", "kept up"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        lines.append("| " + " | ".join([
+            str(r["clients"]), str(r["words"]), f"{r['latency_p50']:.2f}", f"{r['latency_p90']:.2f}",
+            f"{100 * float(r['wer']):.2f}", f"{r['cpu_per_audio_s_per_session']:.3f}",  # type: ignore[arg-type]
+            f"{r['server_rtf']:.3f}", f"{r['rss_mb']:.0f}", f"{r['dropped_audio_s']:g}",
+            "yes" if r["kept_up"] else "no"]) + " |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, object]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = [int(r["clients"]) for r in rows]  # type: ignore[call-overload]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(n, [float(r["latency_p50"]) for r in rows], "o-", label="p50")  # type: ignore[arg-type]
+    ax.plot(n, [float(r["latency_p90"]) for r in rows], "s-", label="p90")  # type: ignore[arg-type]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(n, [str(k) for k in n])
+    ax.set_xlabel("concurrent real-time streams")
+    ax.set_ylabel("per-word latency (s)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
