@@ -216,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     bv.add_argument("--clients", default="1,2,4,8", help="comma list of concurrent client counts")
     bv.add_argument("--minutes", type=float, default=1.5, help="length of each client's recording")
     bv.add_argument("--threads", type=int, default=2)
+    bv.add_argument("--drift-minutes", type=float, default=0.0,
+                    help="then one real-time stream this long (latency first vs last 5 min, server memory)")
     bv.add_argument("--out", type=Path, default=Path("bench-results"))
 
     bh = bsub.add_parser("hush", help="input schemes after short speech: padding, zeros, noise, hush word")
@@ -347,7 +349,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         vopts = ServeBenchOptions(model=args.model, compute=args.compute,
                                   clients=tuple(int(n) for n in args.clients.split(",")), minutes=args.minutes,
-                                  threads=args.threads)
+                                  threads=args.threads, drift_minutes=args.drift_minutes)
         sys.stdout.write(run_serve_bench(vopts, args.out) + "\n")
         return 0
     if args.bench == "stream":
@@ -366,7 +368,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stenoflow.bench.hush_bench import HushBenchOptions, run_hush_bench
 
         table = run_hush_bench(HushBenchOptions(models=tuple(args.models.split(",")), clips=args.clips,
-                                                threads=args.threads), args.out)
+                                                threads=args.threads, drift_minutes=args.drift_minutes), args.out)
         sys.stdout.write(table + "\n")
         return 0
     raise AssertionError(args.bench)

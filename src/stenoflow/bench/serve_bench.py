@@ -28,7 +28,7 @@ import numpy as np
 from stenoflow.bench.clips import Clip
 from stenoflow.bench.datasets import streams
 from stenoflow.bench.gold import GoldWord, gold_words
-from stenoflow.bench.latency import LatencyStats, word_latencies
+from stenoflow.bench.latency import LatencyStats, timed_latencies, word_latencies
 from stenoflow.bench.machine import write_results
 from stenoflow.bench.metrics import wer
 from stenoflow.streaming.drivers import EmittedWord
@@ -47,6 +47,7 @@ class ServeBenchOptions:
     minutes: float = 1.5  # length of each client's recording
     threads: int = 2
     gold_model: str = "base"
+    drift_minutes: float = 0.0  # then one stream this long: latency of its first and last 5 minutes, memory
 
 
 def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
@@ -56,13 +57,20 @@ def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
     audios = [clip.load_audio() for clip in clips]
     gold_model = load_model(options.gold_model)
     gold = [gold_words(c, gold_model, a) for c, a in zip(clips, audios)]
+    drift_clip = streams(1, options.drift_minutes)[0] if options.drift_minutes else None
+    drift_gold = gold_words(drift_clip, gold_model) if drift_clip is not None else []
     del gold_model
     rows = []
     for n in options.clients:
         with Server(options) as server:
             rows.append(asyncio.run(_run_clients(server, clips[:n], audios[:n], gold[:n])))
         log.info("%s", rows[-1])
-    table = format_table(rows)
+    drift = None
+    if drift_clip is not None:
+        with Server(options) as server:
+            drift = asyncio.run(_run_drift(server, drift_clip, drift_gold))
+        log.info("drift: %s", drift)
+    table = format_table(rows) + ("\n\n" + format_drift(drift) if drift is not None else "")
     write_results(out_dir, "serve", "Server benchmark", options, rows, table,
                   "Each client streams its own recording at 1x real time in 0.1 s chunks over /v1/stream. Latency: "
                   "when a committed word reached the client minus the word's end in the reference. CPU: server CPU "
@@ -83,7 +91,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Server:  # noqa: PYI034
         args = [sys.executable, "-m", "stenoflow.cli", "serve", "--model", self.options.model, "--port",
                 str(self.port), "--threads", str(self.options.threads), "--max-sessions", "64"]
         if self.options.compute:
@@ -177,6 +185,39 @@ async def _run_clients(server: Server, clips: list[Clip], audios: list[np.ndarra
             "latency_mean": stats.mean, "wer": wer(refs, hyps).wer, "cpu_per_audio_s_per_session": cpu / audio_s,
             "server_rtf": server.metric("stream_rtf"), "rss_mb": server.rss_mb(),
             "dropped_audio_s": server.metric("dropped_audio_seconds_total"), "kept_up": kept_up}
+
+
+async def _run_drift(server: Server, clip: Clip, gold: list[GoldWord]) -> dict[str, object]:
+    """One long real-time stream, the server's resident memory sampled every 15 s."""
+    rss: list[tuple[float, float]] = []
+    started = time.monotonic()
+
+    async def sample() -> None:
+        while True:
+            rss.append((time.monotonic() - started, server.rss_mb()))
+            await asyncio.sleep(15.0)
+
+    sampler = asyncio.create_task(sample())
+    audio = clip.load_audio()
+    words, ended = await _client(server.url, audio)
+    sampler.cancel()
+    timed = timed_latencies(gold, words)
+    duration = len(audio) / 16000
+    first = LatencyStats.of([lat for end, lat in timed if end <= 300])
+    last = LatencyStats.of([lat for end, lat in timed if end >= duration - 300])
+    return {"clip": clip.audio_path.name, "minutes": duration / 60, "first5_p50": first.median, "first5_p90": first.p90,
+            "last5_p50": last.median, "last5_p90": last.p90, "p90_ratio": last.p90 / first.p90,
+            "rss_mb_start": rss[min(1, len(rss) - 1)][1], "rss_mb_end": rss[-1][1], "rss_mb_max": max(r for _, r in rss),
+            "rss_samples": rss, "wer": wer([clip.text], ["".join(w.word for w in words)]).wer,
+            "end_after_audio_s": ended - duration, "dropped_audio_s": server.metric("dropped_audio_seconds_total")}
+
+
+def format_drift(d: dict[str, object]) -> str:
+    return (f"Long stream {d['clip']} ({float(d['minutes']):.1f} min, one client, real time): latency p50/p90 "  # type: ignore[arg-type]
+            f"first 5 min {d['first5_p50']:.2f}/{d['first5_p90']:.2f} s, last 5 min {d['last5_p50']:.2f}/"
+            f"{d['last5_p90']:.2f} s (p90 ratio {d['p90_ratio']:.2f}); server RSS {d['rss_mb_start']:.0f} MB after "
+            f"15 s, {d['rss_mb_end']:.0f} MB at the end, {d['rss_mb_max']:.0f} MB at most; WER "
+            f"{100 * float(d['wer']):.2f} %; dropped audio {d['dropped_audio_s']:g} s.")  # type: ignore[arg-type]
 
 
 def format_table(rows: list[dict[str, object]]) -> str:

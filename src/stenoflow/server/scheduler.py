@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TypeVar
 
+from stenoflow.memory import HeapTrimmer
 from stenoflow.server.metrics import Metrics
 
 T = TypeVar("T")
@@ -23,15 +25,22 @@ class ModelScheduler:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="stenoflow-model")
+        self._heap = HeapTrimmer()
 
     async def run(self, job: Callable[[], T]) -> T:
         with self.metrics.lock:
             self.metrics.queue_depth += 1
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, job)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, partial(self._job, job))
         finally:
             with self.metrics.lock:
                 self.metrics.queue_depth -= 1
+
+    def _job(self, job: Callable[[], T]) -> T:
+        try:
+            return job()
+        finally:
+            self._heap.maybe()  # freed tensors of every shape: give the heap back now and then
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)

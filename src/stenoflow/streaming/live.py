@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stenoflow.memory import HeapTrimmer
 from stenoflow.streaming.agreement import tail_prefix_alignment, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
@@ -85,6 +86,7 @@ class LiveSession:
         self._previous: Heard | None = None  # the last round's whole hearing (the next draft)
         self._dropped = 0  # committed words pruned from _committed (only their text is kept)
         self.rounds_run = 0
+        self._heap = HeapTrimmer()  # rounds of ever-changing shapes leave freed heap behind
 
     # --- the StreamingSession protocol -------------------------------------------------------
     def push(self, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> StreamUpdate:
@@ -312,6 +314,7 @@ class LiveSession:
             self.buffer.trim_to(cut)
             self._in_buffer = first_kept
             self._prune()
+            self._heap.maybe()
 
     def _cap(self) -> list[TimedWord]:
         """Keep the buffer within ``max_buffer_s``; words of the dropped audio that no round
