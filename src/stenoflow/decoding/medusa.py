@@ -30,8 +30,8 @@ class MedusaProposer:
         self.decoder = decoder
         self.inference = inference
         self.eot = eot
-        k = heads.shape.heads
-        self.lookahead = Lookahead(initial=k, minimum=1, maximum=k)  # every head costs about the same: all
+        k = heads.useful  # the heads a draft gets far enough to need (from their held-out record)
+        self.lookahead = Lookahead(initial=k, minimum=1, maximum=k)
         self.cross_k, self.cross_v = inference.cross.k[-1], inference.cross.v[-1]
         self.cache: SelfAttentionCache | None = heads.new_cache(inference.cache.max_len)
         self.valid = 0  # positions whose state the heads (the block's cache) already hold
@@ -50,7 +50,7 @@ class MedusaProposer:
         state = self._state()
         if state is None:
             return ()
-        logits = self.heads.shortlist_logits(state)[:k]  # (k, |vocab|)
+        logits = self.heads.shortlist_logits(state, k=k)  # (k, |vocab|)
         tokens = self.heads.vocab[logits.argmax(dim=-1)].tolist()
         self.passes += 1
         self.counts["medusa_drafts"] += 1
