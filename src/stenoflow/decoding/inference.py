@@ -74,13 +74,20 @@ class Inference:
         self.pass_rows.append(new.shape[0])
         return logits[:, -1]
 
-    def all_logits(self, tokens: Tensor) -> Tensor:
-        """Logits (B, T_new, V) at every new position: verifies several drafted tokens at once."""
+    def hidden_pass(self, tokens: Tensor) -> Tensor:
+        """Run the tokens (1, T) the cache has not seen; their residual stream (1, T_new, D), to be
+        projected (``project``) only where the caller needs logits (verification stops early)."""
         new = tokens[:, self.cache.length :]
-        logits = self._run(new)
+        offset = self.cache.length
+        x, _ = self.model.decoder.hidden(new, self.cross, self.cache)
+        self._hidden.append((offset, x))
         self.forward_passes += 1
         self.pass_rows.append(new.shape[0])
-        return logits
+        return x
+
+    def project(self, x: Tensor) -> Tensor:
+        """Logits (1, T, V) of residual-stream rows (1, T, D) from ``hidden_pass``."""
+        return self.model.decoder.logits_of(x)
 
     def take_hidden(self, valid: int) -> tuple[int, Tensor]:
         """The residual stream at the cached positions a reader has not seen: (start, (1, length -
