@@ -222,7 +222,7 @@ def format_drift(d: dict[str, object]) -> str:
 
 def format_table(rows: list[dict[str, object]]) -> str:
     head = ["clients", "words", "latency p50 s", "latency p90 s", "WER %", "CPU s / audio s / session",
-            "server RTF", "server RSS MB", "dropped audio s", "kept up"]
+            "server RTF (model time / audio)", "server RSS MB", "dropped audio s", "kept up"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lines.append("| " + " | ".join([

@@ -12,7 +12,7 @@ class Metrics:
     sessions_active: int = 0
     sessions_total: int = 0
     rounds_total: int = 0
-    round_seconds_total: float = 0.0  # compute in streaming rounds
+    round_seconds_total: float = 0.0  # compute in streaming calls (waiting in the queue not counted)
     stream_audio_seconds_total: float = 0.0  # audio the rounds processed
     dropped_audio_seconds_total: float = 0.0  # stays 0: the server applies backpressure, never drops
     transcriptions_total: int = 0
