@@ -123,14 +123,10 @@ class ToyInference:
         self.length = tokens.shape[1]
         return self._next(self.length)[None].expand(tokens.shape[0], -1).clone()
 
-    def hidden_pass(self, tokens: Tensor) -> Tensor:
-        """The 'states' are the logits themselves; ``project`` hands them back."""
+    def all_logits(self, tokens: Tensor) -> Tensor:
         self.forward_passes += 1
         start, self.length = self.length, tokens.shape[1]
         return torch.stack([self._next(n) for n in range(start + 1, self.length + 1)])[None]
-
-    def project(self, x: Tensor) -> Tensor:
-        return x.clone()
 
     def rollback(self, length: int) -> None:
         assert length <= self.length

@@ -83,7 +83,7 @@ def test_a_block_keeps_its_cache_in_line_with_the_models(base: Model, jfk_audio:
         states.append((n - 1, proposer._state()))
         step = min(3, seq.shape[1] - n)
         junk = torch.tensor([[tok.eot] * 2])
-        inference.hidden_pass(torch.cat([seq[:, : n + step], junk], dim=1))
+        inference.all_logits(torch.cat([seq[:, : n + step], junk], dim=1))
         inference.rollback(n + step)
         n += step
     for position, state in states:

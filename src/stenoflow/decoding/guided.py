@@ -89,21 +89,11 @@ class DraftVerifier:
 
     def positions(self, seq: Tensor) -> Iterator[Tensor]:
         """For seq (1, T) extending the cached tokens, the filtered next-token logits (1, V) after
-        each token the cache has not seen yet, in order.
-
-        The projection onto the vocabulary, the largest product of a pass, is made lazily: the
-        first position alone (most drafts are decided there), the rest together once it passes."""
+        each token the cache has not seen yet, in order."""
         start = self.inference.length
-        x = self.inference.hidden_pass(seq)  # (1, T - start, D)
-        first = self.inference.project(x[:, :1])
-        rest: Tensor | None = None
-        for j in range(x.shape[1]):
-            if j == 0:
-                row = first[:, 0]
-            else:
-                if rest is None:
-                    rest = self.inference.project(x[:, 1:])
-                row = rest[:, j - 1]
+        logits = self.inference.all_logits(seq)  # (1, T - start, V)
+        for j in range(logits.shape[1]):
+            row = logits[:, j]
             for f in self.filters:
                 f.apply(row, seq[:, : start + j + 1])
             yield row

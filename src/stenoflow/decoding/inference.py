@@ -74,20 +74,13 @@ class Inference:
         self.pass_rows.append(new.shape[0])
         return logits[:, -1]
 
-    def hidden_pass(self, tokens: Tensor) -> Tensor:
-        """Run the tokens (1, T) the cache has not seen; their residual stream (1, T_new, D), to be
-        projected (``project``) only where the caller needs logits (verification stops early)."""
+    def all_logits(self, tokens: Tensor) -> Tensor:
+        """Logits (B, T_new, V) at every new position: verifies several drafted tokens at once."""
         new = tokens[:, self.cache.length :]
-        offset = self.cache.length
-        x, _ = self.model.decoder.hidden(new, self.cross, self.cache)
-        self._hidden.append((offset, x))
+        logits = self._run(new)
         self.forward_passes += 1
         self.pass_rows.append(new.shape[0])
-        return x
-
-    def project(self, x: Tensor) -> Tensor:
-        """Logits (1, T, V) of residual-stream rows (1, T, D) from ``hidden_pass``."""
-        return self.model.decoder.logits_of(x)
+        return logits
 
     def take_hidden(self, valid: int) -> tuple[int, Tensor]:
         """The residual stream at the cached positions a reader has not seen: (start, (1, length -
