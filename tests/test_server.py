@@ -291,6 +291,7 @@ def test_the_caption_page_shows_the_words_in_headless_chromium(server: str, jfk_
             driver.find_element(By.ID, "committed").value_of_css_property("color")
         driver.find_element(By.ID, "stop").click()
         WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "status").text in ("stopped", "closed"))
-        assert "ask" in words(committed)
+        heard = words(committed)
+        assert sum(w in heard for w in set(words(JFK_TEXT))) >= 8  # the fake microphone's speech, not one word
     finally:
         driver.quit()
