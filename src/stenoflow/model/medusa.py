@@ -114,16 +114,12 @@ class MedusaHeads(nn.Module):
         block (if any) over the new positions, then the final layer norm. ``cache`` holds the
         block's keys/values of earlier positions (None: ``x`` starts at position 0, no cache)."""
         if self.block is not None:
-            b = self.block
-            assert b.cross_attn is not None and b.cross_attn_ln is not None
             offset = cache.length if cache is not None else 0
             t = x.shape[1]
             mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
-            x = x + b.attn.cached_forward(b.attn_ln(x), cache, 0, mask)
+            x, _ = self.block.decoder_forward(x, cross_k, cross_v, cache, 0, mask)
             if cache is not None:
                 cache.length = offset + t
-            x = x + b.cross_attn.cross_forward(b.cross_attn_ln(x), cross_k, cross_v)[0]
-            x = x + b.mlp(b.mlp_ln(x))
         return decoder.ln(x)
 
     def head_states(self, h: Tensor, k: int | None = None) -> Tensor:

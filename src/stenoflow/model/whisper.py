@@ -152,6 +152,20 @@ class ResidualAttentionBlock(nn.Module):
         x = x + self.attn.encoder_forward(self.attn_ln(x))
         return x + self.mlp(self.mlp_ln(x))
 
+    def decoder_forward(self, x: Tensor, cross_k: Tensor, cross_v: Tensor, cache: SelfAttentionCache | None,
+                        layer: int, mask: Tensor | None, heads: Sequence[int] = (),
+                        return_qk: bool = False) -> tuple[Tensor, Tensor | None]:
+        """A decoder block on new positions x (B, T, D): causal self-attention (earlier keys in
+        ``cache`` at ``layer``; None: x starts at position 0), cross-attention to ``cross_k/v``, MLP.
+        Also returns the cross-attention scores (``return_qk``) or the weights of ``heads``."""
+        assert self.cross_attn is not None and self.cross_attn_ln is not None
+        x = x + self.attn.cached_forward(self.attn_ln(x), cache, layer, mask)
+        h = self.cross_attn_ln(x)
+        out, extra = self.cross_attn.cross_forward_qk(h, cross_k, cross_v) if return_qk \
+            else self.cross_attn.cross_forward(h, cross_k, cross_v, heads)
+        x = x + out
+        return x + self.mlp(self.mlp_ln(x)), extra
+
 
 class AudioEncoder(nn.Module):
     def __init__(self, dims: ModelDims) -> None:
@@ -249,20 +263,14 @@ class TextDecoder(nn.Module):
             cross = cross.expand(tokens.shape[0])
         qks: list[Tensor] | None = [] if return_cross_qk else None
         for i, block in enumerate(self.blocks):
-            x = x + block.attn.cached_forward(block.attn_ln(x), cache, i, mask)
-            assert block.cross_attn is not None and block.cross_attn_ln is not None
-            h = block.cross_attn_ln(x)
+            heads = cache.heads_of_layer(i) if cache is not None and qks is None else ()
+            x, extra = block.decoder_forward(x, cross.k[i], cross.v[i], cache, i, mask, heads, qks is not None)
             if qks is not None:
-                out, qk = block.cross_attn.cross_forward_qk(h, cross.k[i], cross.v[i])
-                qks.append(qk)
-            else:
-                heads = cache.heads_of_layer(i) if cache is not None else ()
-                out, weights = block.cross_attn.cross_forward(h, cross.k[i], cross.v[i], heads)
-                if weights is not None:
-                    assert cache is not None
-                    cache.record_attention(i, weights, offset)
-            x = x + out
-            x = x + block.mlp(block.mlp_ln(x))
+                assert extra is not None
+                qks.append(extra)
+            elif extra is not None:
+                assert cache is not None
+                cache.record_attention(i, extra, offset)
         if cache is not None:
             cache.length = offset + t
         return x, qks
