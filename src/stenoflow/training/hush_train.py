@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,6 +32,7 @@ from stenoflow.audio.features import log_mel_spectrogram
 from stenoflow.audio.hush import HUSH_SAMPLES, HushWord
 from stenoflow.audio.io import N_SAMPLES
 from stenoflow.decoding.options import DecodingOptions
+from stenoflow.training.schedule import cosine_lr
 
 log = logging.getLogger(__name__)
 
@@ -139,11 +139,6 @@ def evaluate(model: Model, hush: np.ndarray | None, examples: Sequence[Example])
     return {"wer": wer(refs, hyps).wer, "runaways": runaways / max(1, len(examples))}
 
 
-def cosine_lr(options: HushTrainOptions, step: int) -> float:
-    progress = min(1.0, step / options.steps)
-    return options.lr_final + 0.5 * (options.lr - options.lr_final) * (1 + math.cos(math.pi * progress))
-
-
 ProgressFn = Callable[[dict[str, float]], None]
 
 
@@ -168,7 +163,7 @@ def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example
     init = np.asarray(state.hush, np.float32) if state.hush else (
         rng.uniform(-1, 1, HUSH_SAMPLES).astype(np.float32) * options.amplitude * 0.1)
     hush = torch.nn.Parameter(torch.from_numpy(init.copy()))
-    opt = torch.optim.Adam([hush], lr=cosine_lr(options, state.step))
+    opt = torch.optim.Adam([hush], lr=cosine_lr(state.step, options.steps, options.lr, options.lr_final))
     if state.step and opt_path.is_file():
         opt.load_state_dict(torch.load(opt_path, weights_only=True))
     model.whisper.requires_grad_(False)
@@ -178,7 +173,7 @@ def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example
     t0 = time.monotonic()
     while state.step < options.steps:
         for group in opt.param_groups:
-            group["lr"] = cosine_lr(options, state.step)
+            group["lr"] = cosine_lr(state.step, options.steps, options.lr, options.lr_final)
         opt.zero_grad()
         total = 0.0
         for _ in range(options.clips_per_step):

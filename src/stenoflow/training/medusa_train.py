@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,6 +27,7 @@ from torch import Tensor
 from stenoflow.api import Model
 from stenoflow.model.medusa import MEDUSA_KINDS, MedusaHeads
 from stenoflow.training.medusa_data import StateExample
+from stenoflow.training.schedule import cosine_lr
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +62,6 @@ class MedusaTrainState:
     best_step: int = 0
     best_score: float = -1.0
     runs: list[dict[str, int]] = field(default_factory=list)  # {"start_step", "steps"} per (re)start
-
-
-def cosine_lr(options: MedusaTrainOptions, step: int) -> float:
-    progress = min(1.0, step / options.steps)
-    return options.lr_final + 0.5 * (options.lr - options.lr_final) * (1 + math.cos(math.pi * progress))
 
 
 class Targets:
@@ -181,7 +176,7 @@ def train_medusa(model: Model, train: Sequence[StateExample], heldout: Sequence[
     medusa.train()
     while state.step < options.steps:
         for group in opt.param_groups:
-            group["lr"] = cosine_lr(options, state.step)
+            group["lr"] = cosine_lr(state.step, options.steps, options.lr, options.lr_final)
         opt.zero_grad()
         total = 0.0
         with torch.enable_grad():
