@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Annotated
@@ -43,11 +43,11 @@ def create_app(model: Model, options: ServerOptions) -> FastAPI:
 
     app = FastAPI(title="stenoflow", lifespan=lifespan)
 
-    def authorized(headers: dict[str, str] | object, query_key: str | None = None) -> bool:
+    def authorized(headers: Mapping[str, str], query_key: str | None = None) -> bool:
         if options.api_key is None:
             return True
         given = query_key
-        auth = headers.get("authorization") if hasattr(headers, "get") else None  # type: ignore[union-attr]
+        auth = headers.get("authorization")
         if auth and auth.lower().startswith("bearer "):
             given = auth[7:].strip()
         return given is not None and hmac.compare_digest(given.encode(), options.api_key.encode())

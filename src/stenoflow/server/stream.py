@@ -102,7 +102,7 @@ def words_json(words: tuple[TimedWord, ...]) -> list[dict[str, object]]:
 
 
 @dataclass
-class Intake:
+class ClientAudio:
     """Audio received and not yet handed to the session, decoded from the client's messages."""
 
     config: StreamConfig
@@ -177,7 +177,7 @@ class StreamHandler:
         self.scheduler = scheduler
         self.metrics = metrics
         self.options = options
-        self.intake: Intake | None = None
+        self.intake: ClientAudio | None = None
         self.arrived = asyncio.Event()  # audio queued, or the stream ended
         self.drained = asyncio.Event()  # the pending audio went to the session
         self.ended = False
@@ -197,7 +197,7 @@ class StreamHandler:
             return
         except WebSocketDisconnect:
             return
-        self.intake = Intake(config)
+        self.intake = ClientAudio(config)
         await self.ws.send_json({"type": "ready", "model": self.model.name, "format": config.format,
                                  "sample_rate": SAMPLE_RATE, **config.overrides()})
         reader = asyncio.create_task(self._read())
@@ -301,7 +301,7 @@ class StreamHandler:
         self.metrics.round(seconds, audio_s, len(update.rounds))
         return update
 
-    async def _send_update(self, update: StreamUpdate, intake: Intake) -> bool:
+    async def _send_update(self, update: StreamUpdate, intake: ClientAudio) -> bool:
         self.committed += [w.word for w in update.committed]
         return await self._send({"type": "update", "committed": words_json(update.committed),
                                  "tail": words_json(update.tail), "audio_s": intake.received_samples / SAMPLE_RATE})
