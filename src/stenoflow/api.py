@@ -17,12 +17,18 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from stenoflow.audio.features import log_mel_spectrogram
+from stenoflow.audio.features import HOP_LENGTH, log_mel_spectrogram
 from stenoflow.audio.hush import HushWord, find_hush
-from stenoflow.audio.io import load_audio, validate_samples
+from stenoflow.audio.io import N_SAMPLES, load_audio, validate_samples
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.task import DecoderContext, DecodingTask, detect_language
-from stenoflow.decoding.transcribe import Segment, TranscribeOptions, TranscriptionInfo, transcribe
+from stenoflow.decoding.transcribe import (
+    Segment,
+    TranscribeOptions,
+    TranscriptionInfo,
+    transcribe,
+    window,
+)
 from stenoflow.model.medusa import MedusaHeads, find_medusa, load_medusa
 from stenoflow.model.quant import Int8Linear, quantize_linear_layers
 from stenoflow.model.whisper import Whisper
@@ -37,6 +43,9 @@ from stenoflow.weights.registry import (
 if TYPE_CHECKING:
     from stenoflow.streaming.events import StreamingSession
     from stenoflow.streaming.session import StreamOptions
+    from stenoflow.utterance.offload import OffloadOptions
+    from stenoflow.utterance.options import UtteranceOptions
+    from stenoflow.utterance.session import Utterance, UtteranceSession
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +94,13 @@ class Model:
     def features(self, audio: np.ndarray | Tensor, padding: int = 0) -> Tensor:
         """Log-mel (n_mels, frames) of 16 kHz mono samples, with ``padding`` zero samples appended."""
         return log_mel_spectrogram(audio, n_mels=self.dims.n_mels, padding=padding, device=self.device)
+
+    def encoder_input(self, samples: np.ndarray, hush: bool = True) -> Tensor:
+        """The log-mel the encoder hears for a short input: ``samples`` ⊕ the hush word (asked for,
+        the model has one and it fits in 30 s), else the samples padded to a 30 s window."""
+        if hush and self.hush is not None and samples.size + self.hush.samples.size <= N_SAMPLES:
+            return self.features(self.hush.append(samples))
+        return window(self.features(samples, padding=N_SAMPLES), 0, samples.size // HOP_LENGTH)
 
     @torch.inference_mode()
     def encode(self, mel: Tensor) -> Tensor:
@@ -167,6 +183,32 @@ class Model:
 
         opts = replace(options or StreamOptions(), **overrides)  # type: ignore[arg-type]
         return open_session(self, opts)
+
+    def listen(self, options: UtteranceOptions | None = None, offload: OffloadOptions | None = None,
+               **overrides: object) -> UtteranceSession:
+        """A new voice-command session: ``push(samples)`` returns the utterances that ended, each
+        with its final text; ``finish()`` ends the one in progress. ``offload``: a remote server
+        that takes the utterances this model is unsure of (see ``stenoflow.utterance.offload``)."""
+        from stenoflow.utterance.offload import RemoteTranscriber
+        from stenoflow.utterance.options import UtteranceOptions
+        from stenoflow.utterance.session import UtteranceSession
+
+        opts = replace(options or UtteranceOptions(), **overrides)  # type: ignore[arg-type]
+        if offload is None:
+            return UtteranceSession(self, opts)
+        return UtteranceSession(self, opts, RemoteTranscriber(offload, opts.language), offload.perplexity)
+
+    def utterances(self, audio: str | Path | np.ndarray, options: UtteranceOptions | None = None,
+                   offload: OffloadOptions | None = None, **overrides: object) -> list[Utterance]:
+        """The utterances of a recording (endpointed by voice activity), each with its text."""
+        samples = _samples(audio)
+        session = self.listen(options, offload, **overrides)
+        out: list[Utterance] = []
+        step = 16000 // 10
+        for i in range(0, samples.size, step):
+            out.extend(session.push(samples[i : i + step]))
+        out.extend(session.finish())
+        return out
 
 
 def _samples(audio: str | Path | np.ndarray) -> np.ndarray:

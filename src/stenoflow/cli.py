@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from stenoflow.api import Model
     from stenoflow.streaming.events import StreamUpdate
     from stenoflow.streaming.session import StreamOptions
+    from stenoflow.utterance.offload import OffloadOptions
+    from stenoflow.utterance.options import UtteranceOptions
 
 log = logging.getLogger("stenoflow")
 
@@ -123,6 +125,30 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--stdin-format", default="f32le", choices=["f32le", "s16le"], help="PCM format of -")
     st.add_argument("--log-words", type=Path, default=None,
                     help="write one JSON line per committed word: word, start, end, emitted_at")
+
+    ls = sub.add_parser("listen", help="voice commands: one line of text per utterance, as soon as it ends",
+                        description="Endpoints utterances by voice activity, decodes while the person speaks "
+                                    "(pilot inference) and prints each utterance's text with its latency.")
+    ls.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
+    ls.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
+    add_model_args(ls)
+    ls.add_argument("--language", default="en", help="language code (default en)")
+    ls.add_argument("--beam-size", type=int, default=5, help="beams of the final pass (1 = greedy)")
+    ls.add_argument("--hang", type=float, default=None, help="seconds of silence that end an utterance (0.5)")
+    ls.add_argument("--pilot", type=float, default=0.5, help="seconds between pilot decodings (0: none)")
+    ls.add_argument("--no-collapse", action="store_true", help="final pass: full beam search, not verifying the pilot")
+    ls.add_argument("--no-early-termination", action="store_true", help="final pass: no token budget from the pilot")
+    ls.add_argument("--no-final-in-hang", action="store_true", help="decode only after the hang time, not during it")
+    ls.add_argument("--no-hush", action="store_true", help="pad utterances to 30 s instead of the hush word")
+    ls.add_argument("--offload-url", default=None,
+                    help="a stenoflow server (or OpenAI-compatible one) for the utterances the model is unsure of")
+    ls.add_argument("--offload-perplexity", type=float, default=1.3,
+                    help="offload utterances whose perplexity is above this (default 1.3)")
+    ls.add_argument("--api-key", default=None, help="bearer token for --offload-url (default $STENOFLOW_API_KEY)")
+    ls.add_argument("--simulate", default="realtime", choices=["realtime", "unaware"],
+                    help="for files: feed at 1x wall clock (realtime) or as fast as it runs (unaware)")
+    ls.add_argument("--stdin-format", default="f32le", choices=["f32le", "s16le"], help="PCM format of -")
+    ls.add_argument("--json", action="store_true", help="one JSON object per utterance instead of text lines")
 
     sv = sub.add_parser("serve", help="a server: WebSocket live captions, a caption page, OpenAI-compatible REST")
     add_model_args(sv, default_compute=DEFAULT_COMPUTE)
@@ -561,6 +587,72 @@ def cmd_train_hush(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_listen(args: argparse.Namespace) -> int:
+    from stenoflow.api import load_model
+    from stenoflow.audio.io import load_audio
+    from stenoflow.streaming.drivers import UnawareClock, WallClock
+    from stenoflow.streaming.sources import (
+        Backlog,
+        MicrophoneUnavailable,
+        open_microphone,
+        pcm_chunks,
+    )
+    from stenoflow.utterance.driver import (
+        CHUNK_S,
+        HeardUtterance,
+        run_live_utterances,
+        run_utterances,
+    )
+
+    if (args.audio is None) == (not args.mic):
+        raise ValueError("give exactly one source: an AUDIO file, - for PCM on stdin, or --mic")
+    options, offload = utterance_options(args)
+    try:
+        source = open_microphone(CHUNK_S) if args.mic else None
+    except MicrophoneUnavailable as e:
+        log.error("%s", e)
+        return 2
+    audio = load_audio(args.audio) if args.audio not in (None, "-") else None
+    model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
+    session = model.listen(options, offload)
+
+    def show(heard: HeardUtterance) -> None:
+        u = heard.utterance
+        if args.json:
+            print(json.dumps(heard.to_dict(), ensure_ascii=False), flush=True)
+            return
+        where = " offloaded," if u.offloaded else ""
+        print(f"[{u.start:7.2f} -> {u.end:7.2f}] {u.text}   ({1000 * heard.after_endpoint:.0f} ms after the "
+              f"endpoint,{where} perplexity {u.perplexity:.2f})", flush=True)
+
+    if audio is not None:
+        clock = WallClock() if args.simulate == "realtime" else UnawareClock()
+        run = run_utterances(session, audio, args.simulate, clock, on_heard=show)
+    else:
+        chunks = source if source is not None else pcm_chunks(sys.stdin.buffer, args.stdin_format, CHUNK_S)
+        run = run_live_utterances(session, Backlog(chunks), on_heard=show)
+    log.info("%d utterances in %.1f s of audio; compute %.1f s (RTF %.2f)", len(run.heard), run.audio_s,
+             run.compute_s, run.rtf)
+    return 0
+
+
+def utterance_options(args: argparse.Namespace) -> tuple[UtteranceOptions, OffloadOptions | None]:
+    from stenoflow.server.options import ServerOptions
+    from stenoflow.utterance.offload import OffloadOptions
+    from stenoflow.utterance.options import UtteranceOptions
+
+    base = UtteranceOptions()
+    endpoint = base.endpoint if args.hang is None else replace(base.endpoint, hang_s=args.hang)
+    options = UtteranceOptions(language=args.language, beam_size=args.beam_size, hush=not args.no_hush,
+                               pilot_s=args.pilot or None, collapse=not args.no_collapse,
+                               early_termination=not args.no_early_termination,
+                               final_in_hang=not args.no_final_in_hang, endpoint=endpoint)
+    offload = None
+    if args.offload_url:
+        offload = OffloadOptions(args.offload_url, args.offload_perplexity, ServerOptions.key_from_env(args.api_key))
+    return options, offload
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from stenoflow.api import load_model
     from stenoflow.server.app import serve
@@ -636,7 +728,8 @@ def _training_progress(steps: int, off: bool, shown: Callable[[dict[str, float]]
 
 BENCH_COMMANDS = ("bench", "data", "train-hush", "train-medusa", "profile-threads")  # what the bench extra serves
 COMMANDS = {"transcribe": cmd_transcribe, "stream": cmd_stream, "models": cmd_models, "bench": cmd_bench, "data": cmd_data,
-            "train-hush": cmd_train_hush, "train-medusa": cmd_train_medusa, "profile-threads": cmd_profile_threads, "serve": cmd_serve}
+            "train-hush": cmd_train_hush, "train-medusa": cmd_train_medusa, "profile-threads": cmd_profile_threads, "serve": cmd_serve,
+            "listen": cmd_listen}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -646,7 +739,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ModuleNotFoundError as e:
-        extra = "bench" if args.command in BENCH_COMMANDS else "server" if args.command == "serve" else "dev"
+        extra = "bench" if args.command in BENCH_COMMANDS else "server" if args.command == "serve" else \
+            "utterance" if args.command == "listen" else "dev"
         log.error("`stenoflow %s` needs the %r module: install the %s extra (pip install -e '.[%s]')",
                   args.command, e.name, extra, extra)
         return 2

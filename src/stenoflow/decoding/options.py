@@ -49,6 +49,10 @@ class DecodingOptions:
     # (seed 003 eq. 3: a drafted token is kept where the model gives it more than
     # min(epsilon, alpha * exp(-entropy))), faster but not greedy's output; None: greedy-exact.
     typical: tuple[float, float] | None = None
+    # Early termination of beam search (seed 001 §4.3): the number of tokens the transcript is
+    # expected to have (e.g. from a pilot decoding of part of the audio); once the beams are this
+    # long and a candidate has finished, the search stops. None: the usual stopping rule only.
+    length_budget: int | None = None
 
 
 @dataclass
@@ -93,6 +97,8 @@ def verify_options(options: DecodingOptions, multilingual: bool) -> None:
     if options.length_penalty is not None and not 0 <= options.length_penalty <= 1:
         raise ValueError(f"length_penalty must be in [0, 1], got {options.length_penalty}")
     verify_reference(options)
+    if options.length_budget is not None and options.length_budget < 1:
+        raise ValueError(f"length_budget must be >= 1 token, got {options.length_budget}")
     if options.typical is not None:
         epsilon, alpha = options.typical
         if not (0 < epsilon < 1 and 0 < alpha <= 1):

@@ -86,11 +86,17 @@ class BeamSearchDecoder:
     ``beam_size`` unfinished ones alive and moves finished ones aside; the search stops once
     ``round(beam_size * patience)`` sequences have finished. The returned ``parents`` tell the
     task which cache row each beam continues.
+
+    Early termination (seed 001 §4.3): with ``stop_length`` (the rows' length, prompt included,
+    at which the transcript is expected to be complete) the search also stops as soon as the
+    rows reach it and at least one sequence has finished.
     """
 
-    def __init__(self, beam_size: int, eot: int, patience: float | None = None) -> None:
+    def __init__(self, beam_size: int, eot: int, patience: float | None = None,
+                 stop_length: int | None = None) -> None:
         self.beam_size = beam_size
         self.eot = eot
+        self.stop_length = stop_length
         self.patience = patience or 1.0
         self.max_candidates = round(beam_size * self.patience)
         assert self.max_candidates > 0, f"patience {patience} leaves no candidate"
@@ -135,7 +141,9 @@ class BeamSearchDecoder:
         new_tokens = torch.tensor([keep_tokens[j] for j in slots], device=tokens.device)
         tokens = torch.cat([tokens[index], new_tokens[:, None]], dim=-1)
         scores_kept = torch.tensor([keep_scores[j] for j in slots], dtype=sum_logprobs.dtype)
-        return Step(tokens, scores_kept, len(self.finished) >= self.max_candidates, index)
+        done = len(self.finished) >= self.max_candidates or (
+            self.stop_length is not None and tokens.shape[1] >= self.stop_length and bool(self.finished))
+        return Step(tokens, scores_kept, done, index)
 
     def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
         finished = dict(self.finished)

@@ -150,14 +150,15 @@ class DecodingTask:
             filters.append(StopLoops(LoopRule(), tok.eot, sample_begin))  # last: it may leave only end-of-text
         return filters
 
-    def strategy(self, tok: Tokenizer) -> TokenDecoder:
+    def strategy(self, tok: Tokenizer, sample_begin: int) -> TokenDecoder:
         o = self.options
         if o.beam_size is not None and o.beam_size > 1 and o.temperature == 0:
-            return BeamSearchDecoder(o.beam_size, tok.eot, o.patience)
+            stop = None if o.length_budget is None else sample_begin + o.length_budget
+            return BeamSearchDecoder(o.beam_size, tok.eot, o.patience, stop)
         return GreedyDecoder(o.temperature, tok.eot)
 
     def guided_strategy(self, tok: Tokenizer, inference: Inference, filters: list[LogitFilter],
-                        max_length: int, draft: Drafter | None = None) -> ReferenceGuidedDecoder:
+                        max_length: int, sample_begin: int, draft: Drafter | None = None) -> ReferenceGuidedDecoder:
         """The plain strategy behind a reference, a draft model, Medusa heads or a confidence gate:
         one row while it holds."""
         o = self.options
@@ -174,8 +175,8 @@ class DecodingTask:
             matcher = SpeculativeDraft(proposer, tok.eot, (o.beam_size or 1) > 1, first)
         verify = o.reference_mode in ("verify", "draft") or draft is not None
         verifier = DraftVerifier(inference, filters, o.typical) if verify else None
-        return ReferenceGuidedDecoder(matcher, self.strategy(tok), o.beam_size or 1, tok.eot, verifier, max_length,
-                                      o.beam_gate)
+        return ReferenceGuidedDecoder(matcher, self.strategy(tok, sample_begin), o.beam_size or 1, tok.eot,
+                                      verifier, max_length, o.beam_gate)
 
     def single_row(self, draft: Drafter | None = None) -> bool:
         """Whether decoding starts at one row: under a reference, a draft (model or heads) or a confidence gate."""
@@ -256,8 +257,8 @@ class DecodingTask:
         max_length = min(sample_begin + self.sample_len, inference.cache.max_len)
         guided: ReferenceGuidedDecoder | None = None
         if self.single_row(draft):
-            guided = self.guided_strategy(tok, inference, filters, max_length, draft)
-        decoder: TokenDecoder = guided if guided is not None else self.strategy(tok)
+            guided = self.guided_strategy(tok, inference, filters, max_length, sample_begin, draft)
+        decoder: TokenDecoder = guided if guided is not None else self.strategy(tok, sample_begin)
 
         logits = logits.expand(n, -1).clone()
         tokens = torch.tensor([initial]).repeat(n, 1)

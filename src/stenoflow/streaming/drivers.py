@@ -172,17 +172,29 @@ def run_stream(session_factory: Callable[[], StreamingSession], audio: np.ndarra
     each push hands over everything that arrived since the previous one (so a slow round is
     followed by one larger push, as a live audio callback would deliver it).
     """
+    samples = validate_samples(audio)
+    clock = clock or default_clock(mode)
+    session = session_factory()
+    run = StreamRun(mode=mode, audio_s=samples.size / SAMPLE_RATE)
+    wall0 = time.perf_counter()
+    call = _Recorder(run, clock, on_update)
+    feed(samples, mode, clock, chunk_s, lambda piece: call(partial(session.push, piece)),
+         lambda: call(session.finish))
+    run.wall_time = time.perf_counter() - wall0
+    return run
+
+
+def feed(samples: np.ndarray, mode: str, clock: Clock, chunk_s: float, push: Callable[[np.ndarray], object],
+         finish: Callable[[], object]) -> None:
+    """The feed loop of a recording: ``push`` what arrived by the clock, in whole chunks, then ``finish``.
+
+    ``push`` and ``finish`` run the session's call on the clock (``clock.call``) themselves.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not chunk_s > 0:
         raise ValueError(f"chunk_s must be > 0, got {chunk_s}")
-    samples = validate_samples(audio)
     total = samples.size
-    clock = clock or default_clock(mode)
-    session = session_factory()
-    run = StreamRun(mode=mode, audio_s=total / SAMPLE_RATE)
-    wall0 = time.perf_counter()
-    call = _Recorder(run, clock, on_update)
     clock.start(total / SAMPLE_RATE if mode == "offline" else 0.0)
     chunk = max(1, round(chunk_s * SAMPLE_RATE))
     fed = 0
@@ -192,13 +204,10 @@ def run_stream(session_factory: Callable[[], StreamingSession], audio: np.ndarra
         if available <= fed:
             clock.wait_until(min(total, fed + chunk - fed % chunk) / SAMPLE_RATE)
             continue
-        piece = samples[fed:available]
-        call(partial(session.push, piece))
+        push(samples[fed:available])
         fed = available
     clock.wait_until(total / SAMPLE_RATE)
-    call(session.finish)
-    run.wall_time = time.perf_counter() - wall0
-    return run
+    finish()
 
 
 def run_live(session_factory: Callable[[], StreamingSession], chunks: Iterable[np.ndarray],

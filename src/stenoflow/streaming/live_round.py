@@ -30,13 +30,11 @@ import numpy as np
 import torch
 
 from stenoflow.audio.features import HOP_LENGTH
-from stenoflow.audio.io import N_SAMPLES
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.repetition import text_loop_start
 from stenoflow.decoding.speculative import DraftModel, DraftWindow
 from stenoflow.decoding.task import DecodingTask, Prefilled
 from stenoflow.decoding.timing import FRAMES_PER_SECOND, attended_positions, timings_from_attention
-from stenoflow.decoding.transcribe import window
 from stenoflow.model.kv_cache import CrossKV
 from stenoflow.streaming.events import TimedWord
 from stenoflow.tokenizer import TIME_PRECISION
@@ -136,25 +134,20 @@ class LiveRound:
     def encode(self, inp: RoundInput, pad: bool = False) -> Encoded:
         """Encoder and prompt prefill for ``inp``; ``pad``: 30 s of padding, not the hush word."""
         t0 = time.perf_counter()
-        mel = self._encoder_input(self.model, inp.samples, pad)
+        hush = bool(self.options.hush) and not pad
+        mel = self.model.encoder_input(inp.samples, hush)
         features = self.model.encode(mel)
         cross = self.model.whisper.decoder.cross_kv(features)
         draft = None
         if self.draft_model is not None and self.pair is not None:  # the draft hears the buffer its own way
             d = self.draft_model
-            draft = DraftWindow(self.pair, d.whisper.decoder.cross_kv(d.encode(self._encoder_input(d, inp.samples, pad))))
+            draft = DraftWindow(self.pair, d.whisper.decoder.cross_kv(d.encode(d.encoder_input(inp.samples, hush))))
         t1 = time.perf_counter()
         prefilled = DecodingTask(self.model.context, self._decoding(inp)).prefill(cross)
         t2 = time.perf_counter()
         stats = {"encoder_ms": 1000 * (t1 - t0), "prefill_ms": 1000 * (t2 - t1),
                  "prompt_tokens": float(len(inp.prompt))}
         return Encoded(inp, prefilled, int(mel.shape[-1]), stats, draft)
-
-    def _encoder_input(self, model: Model, samples: np.ndarray, pad: bool) -> torch.Tensor:
-        if self.options.hush and not pad and model.hush is not None \
-                and samples.size + model.hush.samples.size <= N_SAMPLES:
-            return model.features(model.hush.append(samples))
-        return window(model.features(samples, padding=N_SAMPLES), 0, samples.size // HOP_LENGTH)
 
     # --- stage B ------------------------------------------------------------------------------
     @torch.inference_mode()

@@ -1,0 +1,1 @@
+"""Voice commands: endpointing, pilot inference, the final pass and offloading (seed 001, PASU)."""
