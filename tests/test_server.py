@@ -295,3 +295,30 @@ def test_the_caption_page_shows_the_words_in_headless_chromium(server: str, jfk_
         assert sum(w in heard for w in set(words(JFK_TEXT))) >= 8  # the fake microphone's speech, not one word
     finally:
         driver.quit()
+
+
+def test_the_utterance_mode_sends_one_final_text_per_utterance(server: str, jfk_audio: np.ndarray) -> None:
+    events = asyncio.run(stream_file(server, jfk_audio, {"format": "s16le", "mode": "utterances"}, pause_s=0.01))
+    assert events[0]["type"] == "ready" and events[0]["mode"] == "utterances"
+    utterances = [e for e in events if e["type"] == "utterance"]
+    assert events[-1]["type"] == "end" and events[-1]["utterances"] == len(utterances) >= 2
+    heard = words(" ".join(str(u["text"]) for u in utterances))
+    assert sum(w in heard for w in words(JFK_TEXT)) >= len(words(JFK_TEXT)) - 4
+    assert len(heard) <= len(words(JFK_TEXT)) + 2  # no utterance twice
+    starts = [float(u["start"]) for u in utterances]  # type: ignore[arg-type]
+    assert starts == sorted(starts) and all(float(u["end"]) > float(u["start"]) for u in utterances)  # type: ignore[arg-type]
+    bad = asyncio.run(bad_stream(server, {"mode": "commands"}, []))
+    assert bad[0]["type"] == "error" and "mode" in str(bad[0]["message"])
+
+
+def test_a_local_session_offloads_unsure_utterances_to_the_server(server: str, tiny, jfk_audio: np.ndarray) -> None:
+    from stenoflow.utterance.offload import OffloadOptions
+
+    # A threshold of 1 offloads every utterance: the text comes from the server process.
+    heard = tiny.utterances(jfk_audio, offload=OffloadOptions(server, perplexity=1.0, api_key=KEY))
+    assert heard and all(u.offloaded for u in heard)
+    assert sum(w in words(" ".join(u.text for u in heard)) for w in words(JFK_TEXT)) >= len(words(JFK_TEXT)) - 4
+    # A server that refuses (wrong key) costs nothing: the local text stands.
+    kept = tiny.utterances(jfk_audio, offload=OffloadOptions(server, perplexity=1.0, api_key="wrong"))
+    assert kept and not any(u.offloaded for u in kept)
+    assert [u.text for u in kept] == [u.local_text for u in kept]

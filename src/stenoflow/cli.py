@@ -246,6 +246,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="then one real-time stream this long (latency first vs last 5 min, server memory)")
     bv.add_argument("--out", type=Path, default=Path("bench-results"))
 
+    bu = bsub.add_parser("utterance", help="voice commands: latency after the endpoint, WER, compute, offloading")
+    bu.add_argument("--models", default="tiny.en,base", help="comma list of local models")
+    bu.add_argument("--compute", default="float32", choices=["float32", "int8"])
+    bu.add_argument("--threads", type=int, default=2)
+    bu.add_argument("--commands", type=int, default=24, help="synthesized commands in the stream")
+    bu.add_argument("--remote", default="base", help="model of the offload server (a second process)")
+    bu.add_argument("--offload-perplexity", type=float, default=1.3, help="threshold of the +offload row")
+    bu.add_argument("--methods", default="", help="comma list of methods to run (default: all)")
+    bu.add_argument("--out", type=Path, default=Path("bench-results"))
+
     bh = bsub.add_parser("hush", help="input schemes after short speech: padding, zeros, noise, hush word")
     bh.add_argument("--models", default="tiny.en,base")
     bh.add_argument("--clips", type=int, default=40, help="synthesized clips of 2-25 s (plus jfk.wav)")
@@ -377,6 +387,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                   clients=tuple(int(n) for n in args.clients.split(",")), minutes=args.minutes,
                                   threads=args.threads, drift_minutes=args.drift_minutes)
         sys.stdout.write(run_serve_bench(vopts, args.out) + "\n")
+        return 0
+    if args.bench == "utterance":
+        from stenoflow.bench.utterance_bench import UtteranceBenchOptions, run_utterance_bench
+
+        uopts = UtteranceBenchOptions(models=tuple(_list(args.models)), compute=args.compute, threads=args.threads,
+                                      commands=args.commands, remote=args.remote,
+                                      offload_perplexity=args.offload_perplexity, methods=tuple(_list(args.methods)))
+        sys.stdout.write(run_utterance_bench(uopts, args.out) + "\n")
         return 0
     if args.bench == "stream":
         from stenoflow.bench.stream_bench import StreamBenchOptions, run_stream_bench

@@ -8,6 +8,7 @@ follows one stream. Samples that do not fill a chunk wait for the next call.
 from __future__ import annotations
 
 import logging
+import warnings
 from importlib import resources
 from pathlib import Path
 
@@ -37,7 +38,9 @@ class SileroVad:
     """Speech probabilities of a stream, one per ``CHUNK`` samples, in order."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.model = torch.jit.load(str(path or silero_model_path()), map_location="cpu").eval()
+        with warnings.catch_warnings():  # torch deprecates TorchScript loading; the file is TorchScript
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.model = torch.jit.load(str(path or silero_model_path()), map_location="cpu").eval()
         self._pending = np.zeros(0, dtype=np.float32)
         self.model.reset_states()
 

@@ -79,6 +79,9 @@ class GreedyDecoder:
         return {}
 
 
+ET_MIN_SHARE = 0.75  # early termination: a finished candidate counts once it is this share of the budget
+
+
 class BeamSearchDecoder:
     """Batched beam search: all beams go through the decoder in one forward call.
 
@@ -89,15 +92,18 @@ class BeamSearchDecoder:
 
     Early termination (seed 001 §4.3): with ``stop_length`` (the rows' length, prompt included,
     at which the transcript is expected to be complete) the search also stops as soon as the
-    rows reach it and at least one sequence has finished.
+    rows reach it and a sequence has finished that is itself at least ``ET_MIN_SHARE`` of that
+    length: a candidate that ended far short of the prediction is a deletion, not a transcript.
     """
 
     def __init__(self, beam_size: int, eot: int, patience: float | None = None,
-                 stop_length: int | None = None) -> None:
+                 stop_length: int | None = None, sample_begin: int = 0) -> None:
         self.beam_size = beam_size
         self.eot = eot
         self.stop_length = stop_length
         self.patience = patience or 1.0
+        # a finished sequence (end-of-text included) this long counts for early termination
+        self.min_finished = sample_begin + ET_MIN_SHARE * ((stop_length or sample_begin) - sample_begin)
         self.max_candidates = round(beam_size * self.patience)
         assert self.max_candidates > 0, f"patience {patience} leaves no candidate"
         self.finished: dict[tuple[int, ...], float] = {}
@@ -142,7 +148,8 @@ class BeamSearchDecoder:
         tokens = torch.cat([tokens[index], new_tokens[:, None]], dim=-1)
         scores_kept = torch.tensor([keep_scores[j] for j in slots], dtype=sum_logprobs.dtype)
         done = len(self.finished) >= self.max_candidates or (
-            self.stop_length is not None and tokens.shape[1] >= self.stop_length and bool(self.finished))
+            self.stop_length is not None and tokens.shape[1] >= self.stop_length
+            and any(len(seq) >= self.min_finished for seq in self.finished))
         return Step(tokens, scores_kept, done, index)
 
     def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:

@@ -154,7 +154,7 @@ class DecodingTask:
         o = self.options
         if o.beam_size is not None and o.beam_size > 1 and o.temperature == 0:
             stop = None if o.length_budget is None else sample_begin + o.length_budget
-            return BeamSearchDecoder(o.beam_size, tok.eot, o.patience, stop)
+            return BeamSearchDecoder(o.beam_size, tok.eot, o.patience, stop, sample_begin)
         return GreedyDecoder(o.temperature, tok.eot)
 
     def guided_strategy(self, tok: Tokenizer, inference: Inference, filters: list[LogitFilter],

@@ -9,6 +9,10 @@
    after each round (words are ``{"word", "start", "end"}``; committed words are final and never
    repeated), then ``{"type": "end", "text": ..., "words": n}`` and closes.
 
+With ``"mode": "utterances"`` in the config (voice commands, see ``stenoflow.utterance``) the server
+instead sends one ``{"type": "utterance", "text", "start", "end", "endpoint", "perplexity", ...}`` per
+utterance as soon as the person stops speaking, then ``{"type": "end", "utterances": n}``.
+
 Bad input is answered with ``{"type": "error", "code", "message"}``; the audio received before it is
 still transcribed and its words sent (and ``end``), then the socket closes. Audio is never dropped:
 when rounds fall behind, the server stops reading until they catch up (TCP backpressure), so a
@@ -24,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -34,6 +39,7 @@ from stenoflow.server.metrics import Metrics
 from stenoflow.server.options import ServerOptions
 from stenoflow.server.scheduler import ModelScheduler
 from stenoflow.streaming.events import StreamingSession, StreamUpdate, TimedWord
+from stenoflow.utterance.session import Utterance, UtteranceSession
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,8 @@ CONTAINER = "container"
 CONTAINER_DECODE_BYTES = 32 * 1024  # re-decode a container stream after this much new data
 # Close codes (RFC 6455): 1000 normal, 1003 unsupported data, 1008 policy, 1009 too big, 1013 try later.
 CLOSE_NORMAL, CLOSE_DATA, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_BUSY = 1000, 1003, 1008, 1009, 1013
+CAPTIONS, UTTERANCES = "captions", "utterances"  # what a stream sends back: words as they commit, or commands
+MODES = (CAPTIONS, UTTERANCES)
 
 
 class ProtocolError(Exception):
@@ -61,6 +69,7 @@ class StreamConfig:
     language: str | None = None
     step: float | None = None
     policy: str | None = None
+    mode: str = CAPTIONS
 
     @classmethod
     def parse(cls, text: str) -> StreamConfig:
@@ -71,10 +80,15 @@ class StreamConfig:
         if not isinstance(doc, dict):
             raise ProtocolError("bad_config", "the first message must be a JSON object")
         doc.pop("type", None)
-        unknown = sorted(set(doc) - {"format", "sample_rate", "language", "step", "policy"})
+        unknown = sorted(set(doc) - {"format", "sample_rate", "language", "step", "policy", "mode"})
         if unknown:
             raise ProtocolError("bad_config", f"unknown config field(s) {unknown}; known: format, sample_rate, "
-                                              "language, step, policy")
+                                              "language, step, policy, mode")
+        mode = doc.get("mode", CAPTIONS)
+        if mode not in MODES:
+            raise ProtocolError("bad_config", f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode == UTTERANCES and (doc.get("step") is not None or doc.get("policy") is not None):
+            raise ProtocolError("bad_config", "step and policy are caption settings; utterances take language only")
         fmt = doc.get("format", "s16le")
         if fmt not in (*PCM_WIDTH, CONTAINER):
             raise ProtocolError("bad_config", f"format must be s16le, f32le or container, got {fmt!r}")
@@ -90,11 +104,17 @@ class StreamConfig:
         for name, value in (("language", language), ("policy", policy)):
             if value is not None and not isinstance(value, str):
                 raise ProtocolError("bad_config", f"{name} must be a string, got {value!r}")
-        return cls(fmt, int(rate), language, None if step is None else float(step), policy)
+        return cls(fmt, int(rate), language, None if step is None else float(step), policy, mode)
 
     def overrides(self) -> dict[str, object]:
         return {k: v for k, v in (("language", self.language), ("step", self.step), ("policy", self.policy))
                 if v is not None}
+
+    def open(self, model: Model) -> EventSession:
+        """The session this stream runs, as events to send."""
+        if self.mode == UTTERANCES:
+            return UtteranceEvents(model.listen(**self.overrides()))
+        return CaptionEvents(model.stream(**self.overrides()))
 
 
 def words_json(words: tuple[TimedWord, ...]) -> list[dict[str, object]]:
@@ -167,6 +187,65 @@ class ClientAudio:
         self.container_decoded = max(self.container_decoded, samples.size)
 
 
+class EventSession(Protocol):
+    """A session seen from the socket: audio in, JSON events out."""
+
+    def push(self, samples: np.ndarray) -> tuple[list[dict[str, object]], int]:
+        """The events to send for this audio, and the decoding rounds it took."""
+
+    def finish(self) -> tuple[list[dict[str, object]], int]: ...
+
+    def end(self, audio_s: float) -> dict[str, object]:
+        """The end-of-stream event."""
+
+
+class CaptionEvents:
+    """Live captions: an ``update`` (committed words, tentative tail) after every push."""
+
+    def __init__(self, session: StreamingSession) -> None:
+        self.session = session
+        self.committed: list[str] = []
+        self.audio_s = 0.0
+
+    def push(self, samples: np.ndarray) -> tuple[list[dict[str, object]], int]:
+        self.audio_s += samples.size / SAMPLE_RATE
+        return self._events(self.session.push(samples))
+
+    def finish(self) -> tuple[list[dict[str, object]], int]:
+        return self._events(self.session.finish())
+
+    def end(self, audio_s: float) -> dict[str, object]:
+        return {"type": "end", "text": "".join(self.committed).strip(), "words": len(self.committed),
+                "audio_s": audio_s}
+
+    def _events(self, update: StreamUpdate) -> tuple[list[dict[str, object]], int]:
+        self.committed += [w.word for w in update.committed]
+        event = {"type": "update", "committed": words_json(update.committed), "tail": words_json(update.tail),
+                 "audio_s": self.audio_s}
+        return [event], len(update.rounds)
+
+
+class UtteranceEvents:
+    """Voice commands: one ``utterance`` event (final text, times, perplexity) per endpointed utterance."""
+
+    def __init__(self, session: UtteranceSession) -> None:
+        self.session = session
+        self.count = 0
+
+    def push(self, samples: np.ndarray) -> tuple[list[dict[str, object]], int]:
+        return self._events(self.session.push(samples))
+
+    def finish(self) -> tuple[list[dict[str, object]], int]:
+        return self._events(self.session.finish())
+
+    def end(self, audio_s: float) -> dict[str, object]:
+        return {"type": "end", "utterances": self.count, "audio_s": audio_s}
+
+    def _events(self, utterances: list[Utterance]) -> tuple[list[dict[str, object]], int]:
+        self.count += len(utterances)
+        return [{"type": "utterance", **u.to_dict()} for u in utterances], len(utterances)
+
+
 class StreamHandler:
     """One WebSocket stream: reads audio, runs the session's rounds on the shared model, sends words."""
 
@@ -183,12 +262,11 @@ class StreamHandler:
         self.ended = False
         self.gone = False  # the client vanished
         self.error: ProtocolError | None = None
-        self.committed: list[str] = []
 
     async def run(self) -> None:
         try:
             config = StreamConfig.parse(await self._receive_text_first())
-            session: StreamingSession = await self.scheduler.run(lambda: self.model.stream(**config.overrides()))
+            session = await self.scheduler.run(lambda: config.open(self.model))
         except ProtocolError as e:
             await self._fail(e)
             return
@@ -199,7 +277,7 @@ class StreamHandler:
             return
         self.intake = ClientAudio(config)
         await self.ws.send_json({"type": "ready", "model": self.model.name, "format": config.format,
-                                 "sample_rate": SAMPLE_RATE, **config.overrides()})
+                                 "sample_rate": SAMPLE_RATE, "mode": config.mode, **config.overrides()})
         reader = asyncio.create_task(self._read())
         try:
             await self._process(session)
@@ -267,7 +345,7 @@ class StreamHandler:
         self.arrived.set()
 
     # --- processing ---------------------------------------------------------------------------
-    async def _process(self, session: StreamingSession) -> None:
+    async def _process(self, session: EventSession) -> None:
         intake = self.intake
         assert intake is not None
         while True:
@@ -278,33 +356,34 @@ class StreamHandler:
             samples = intake.take()
             self.drained.set()
             if samples.size:
-                update = await self._timed(partial(session.push, samples), samples.size / SAMPLE_RATE)
-                if not await self._send_update(update, intake):
+                events = await self._timed(partial(session.push, samples), samples.size / SAMPLE_RATE)
+                if not await self._send_all(events):
                     return
             if self.ended and not intake.pending_samples:
                 break
         if self.error is not None:
             await self._send({"type": "error", "code": self.error.code, "message": str(self.error)})
-        update = await self._timed(session.finish, 0.0)
-        if await self._send_update(update, intake):
-            await self._send({"type": "end", "text": "".join(self.committed).strip(), "words": len(self.committed),
-                              "audio_s": intake.received_samples / SAMPLE_RATE})
+        if await self._send_all(await self._timed(session.finish, 0.0)):
+            await self._send(session.end(intake.received_samples / SAMPLE_RATE))
 
-    async def _timed(self, job: Callable[[], StreamUpdate], audio_s: float) -> StreamUpdate:
+    async def _timed(self, job: Callable[[], tuple[list[dict[str, object]], int]],
+                     audio_s: float) -> list[dict[str, object]]:
         """Run a session call on the model's queue; its compute time (not its wait) goes to the metrics."""
 
-        def timed() -> tuple[StreamUpdate, float]:
+        def timed() -> tuple[list[dict[str, object]], int, float]:
             started = time.perf_counter()
-            return job(), time.perf_counter() - started
+            events, rounds = job()
+            return events, rounds, time.perf_counter() - started
 
-        update, seconds = await self.scheduler.run(timed)
-        self.metrics.round(seconds, audio_s, len(update.rounds))
-        return update
+        events, rounds, seconds = await self.scheduler.run(timed)
+        self.metrics.round(seconds, audio_s, rounds)
+        return events
 
-    async def _send_update(self, update: StreamUpdate, intake: ClientAudio) -> bool:
-        self.committed += [w.word for w in update.committed]
-        return await self._send({"type": "update", "committed": words_json(update.committed),
-                                 "tail": words_json(update.tail), "audio_s": intake.received_samples / SAMPLE_RATE})
+    async def _send_all(self, events: list[dict[str, object]]) -> bool:
+        for event in events:
+            if not await self._send(event):
+                return False
+        return True
 
     async def _send(self, event: dict[str, object]) -> bool:
         """Send an event; False when the client is gone or stopped reading for longer than the idle limit."""

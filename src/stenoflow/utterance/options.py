@@ -20,8 +20,10 @@ class UtteranceOptions:
     pilot_s: float | None = 0.5
     pilot_min_s: float = 1.0  # no pilot on less audio than this (a pilot on a syllable only misleads)
     # Beam collapse: the final pass follows the last pilot at one row (verified in one pass) and
-    # opens the beam only where the model disagrees with it.
+    # opens the beam where the model disagrees with it, or is unsure: where its best token leads the
+    # second by less than collapse_gate nats (None: disagreement alone opens it).
     collapse: bool = True
+    collapse_gate: float | None = 1.0
     # Early termination: the final beam search stops once it is budget tokens long and a
     # candidate has finished, budget = audio_full / audio_pilot * pilot_tokens + budget_slack.
     early_termination: bool = True

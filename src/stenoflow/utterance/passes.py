@@ -90,6 +90,7 @@ class UtteranceDecoder:
             reference=draft.tokens if draft is not None else None,
             reference_mode="draft" if draft is not None else None,
             length_budget=budget,
+            beam_gate=self.options.collapse_gate if draft is not None and beam_size > 1 else None,
         )
 
     def _decode(self, audio: np.ndarray, options: DecodingOptions, final: bool) -> Hypothesis:
@@ -119,23 +120,12 @@ class UtteranceDecoder:
         return hyp
 
     def _repeat_start(self, tokens: tuple[int, ...]) -> int | None:
-        """Where a hushed decoding starts saying again a run of ``REPEAT_NGRAM`` word tokens it said
-        before (a command does not; a decoder that ran past the speech does), or None."""
+        """Index in ``tokens`` where a hushed decoding starts saying again what it said (see
+        ``repeat_start``), or None."""
         kinds = self.kinds
         where = [i for i, t in enumerate(tokens) if not kinds.skippable(t)]
-        words = [kinds.key(tokens[i]) for i in where]
-        first: dict[tuple[str, ...], int] = {}
-        for k in range(len(words)):
-            for unit in (2, 3):  # a short phrase three times in a row ("ask not ask not ask not")
-                if words[k : k + unit] * 3 == words[k : k + 3 * unit] and k + 3 * unit <= len(words):
-                    return where[k + unit]
-            gram = tuple(words[k : k + REPEAT_NGRAM])
-            if len(gram) == REPEAT_NGRAM and first.setdefault(gram, k) + REPEAT_NGRAM <= k:
-                return where[k]
-        for unit in (2, 3):  # or a short phrase said again at the very end ("ask not ask not")
-            if len(words) >= 2 * unit and words[-2 * unit : -unit] == words[-unit:]:
-                return where[len(words) - unit]
-        return None
+        k = repeat_start([kinds.key(tokens[i]) for i in where])
+        return None if k is None else where[k]
 
     def _run(self, audio: np.ndarray, options: DecodingOptions, hush: bool) -> DecodingResult:
         model = self.model
@@ -150,3 +140,22 @@ class UtteranceDecoder:
         eot = self.model.tokenizer.eot
         tokens = tuple(t for t in result.tokens if t < eot)
         return tokens, result.text.strip()
+
+
+def repeat_start(words: list[str]) -> int | None:
+    """Where a word sequence starts saying again what it said: a run of ``REPEAT_NGRAM`` words seen
+    before, a short phrase three times in a row, or a short phrase said twice at the very end. A
+    voice command does not do that; a decoder that ran past the speech does. The index of the first
+    word of the repeat (the words before it are kept), or None."""
+    first: dict[tuple[str, ...], int] = {}
+    for k in range(len(words)):
+        for unit in (2, 3):  # a short phrase three times in a row ("ask not ask not ask not")
+            if k + 3 * unit <= len(words) and words[k : k + unit] * 3 == words[k : k + 3 * unit]:
+                return k + unit
+        gram = tuple(words[k : k + REPEAT_NGRAM])
+        if len(gram) == REPEAT_NGRAM and first.setdefault(gram, k) + REPEAT_NGRAM <= k:
+            return k
+    for unit in (2, 3):  # or a short phrase said again at the very end ("ask not ask not")
+        if len(words) >= 2 * unit and words[-2 * unit : -unit] == words[-unit:]:
+            return len(words) - unit
+    return None
