@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from stenoflow.decoding.strategies import BeamSearchDecoder
-from stenoflow.utterance.endpoint import EndpointOptions, Endpointer, Kind
+from stenoflow.utterance.endpoint import Endpointer, EndpointOptions, Kind
 from stenoflow.utterance.passes import repeat_start
 
 CHUNK = 512
@@ -63,10 +63,10 @@ def test_endpoint_options_refuse_nonsense() -> None:
 
 
 def test_repeats_are_cut_where_they_begin_and_speech_is_not() -> None:
-    assert repeat_start("and so my fellow americans and so my fellow americans".split()) == 5
-    assert repeat_start("ask not ask not ask not".split()) == 2
-    assert repeat_start("what your country can do for you what your country can".split()) == 7  # a 4-gram again
-    assert repeat_start("ask not ask not".split()) == 2  # said twice at the very end
+    assert repeat_start(["and", "so", "my", "fellow", "americans", "and", "so", "my", "fellow", "americans"]) == 5
+    assert repeat_start(["ask", "not", "ask", "not", "ask", "not"]) == 2
+    assert repeat_start(["what", "your", "country", "can", "do", "for", "you", "what", "your", "country", "can"]) == 7  # a 4-gram again
+    assert repeat_start(["ask", "not", "ask", "not"]) == 2  # said twice at the very end
     for speech in ("no no no", "go forward ten meters", "the code is four four two one",
                    "king of hearts queen of hearts", "set a timer for twelve minutes"):
         assert repeat_start(speech.split()) is None, speech
