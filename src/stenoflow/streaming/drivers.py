@@ -218,15 +218,25 @@ def run_live(session_factory: Callable[[], StreamingSession], chunks: Iterable[n
     run = StreamRun(mode="live")
     wall0 = time.perf_counter()
     call = _Recorder(run, clock, on_update)
+    run.audio_s = feed_live(chunks, clock, lambda chunk: call(partial(session.push, chunk)),
+                            lambda: call(session.finish))
+    run.wall_time = time.perf_counter() - wall0
+    return run
+
+
+def feed_live(chunks: Iterable[np.ndarray], clock: Clock, push: Callable[[np.ndarray], object],
+              finish: Callable[[], object]) -> float:
+    """The feed loop of a live source: ``push`` each delivery as it comes, then ``finish`` (on Ctrl-C
+    too: what was heard still gets its text). Returns the seconds of audio delivered."""
     clock.start(0.0)
+    audio_s = 0.0
     try:
         for chunk in chunks:
-            run.audio_s += chunk.size / SAMPLE_RATE
-            call(partial(session.push, chunk))
+            audio_s += chunk.size / SAMPLE_RATE
+            push(chunk)
     finally:
-        call(session.finish)  # on Ctrl-C too: what was heard still gets committed
-        run.wall_time = time.perf_counter() - wall0
-    return run
+        finish()
+    return audio_s
 
 
 def write_word_log(words: Iterable[EmittedWord], out: TextIO | Path) -> None:

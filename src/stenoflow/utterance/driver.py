@@ -17,7 +17,7 @@ from functools import partial
 import numpy as np
 
 from stenoflow.audio.io import validate_samples
-from stenoflow.streaming.drivers import Clock, WallClock, default_clock, feed
+from stenoflow.streaming.drivers import Clock, WallClock, default_clock, feed, feed_live
 from stenoflow.utterance.session import Utterance, UtteranceSession
 
 SAMPLE_RATE = 16000
@@ -95,12 +95,7 @@ def run_live_utterances(session: UtteranceSession, chunks: Iterable[np.ndarray],
     run = UtteranceRun("live")
     wall0 = time.perf_counter()
     call = _Recorder(run, clock, on_heard)
-    clock.start(0.0)
-    try:
-        for chunk in chunks:
-            run.audio_s += chunk.size / SAMPLE_RATE
-            call(partial(session.push, chunk))
-    finally:
-        call(session.finish)  # on Ctrl-C too: an utterance in progress still gets its text
-        run.wall_time = time.perf_counter() - wall0
+    run.audio_s = feed_live(chunks, clock, lambda chunk: call(partial(session.push, chunk)),
+                            lambda: call(session.finish))
+    run.wall_time = time.perf_counter() - wall0
     return run
