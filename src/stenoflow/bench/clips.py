@@ -209,3 +209,13 @@ def write_clip(
     tmp_meta.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp_meta, meta_path)
     return clip_from_meta(wav, meta)
+
+
+def write_with_floor(stem: Path, params: dict[str, Any], timeline: Timeline, name: str, floor_snr_db: float,
+                     rng: np.random.Generator) -> Clip:
+    """Render ``timeline`` under a room-noise floor ``floor_snr_db`` below its speech (pauses too),
+    and write it as a clip whose voice lists every voice that spoke, in order of appearance."""
+    audio = timeline.render()
+    audio = audio + timeline.speech_rms(audio) * mixing.db_to_amplitude(-floor_snr_db) * mixing.noise(len(audio), rng)
+    used = list(dict.fromkeys(p.voice for p in timeline.placed))
+    return write_clip(stem, params, mixing.finalize(audio), timeline, ",".join(used), name, noise_snr_db=None)

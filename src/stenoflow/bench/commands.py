@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from stenoflow.bench import mixing
 from stenoflow.bench.clips import (
     Clip,
     Timeline,
@@ -21,7 +20,7 @@ from stenoflow.bench.clips import (
     load_cached,
     resolve_voices,
     speech,
-    write_clip,
+    write_with_floor,
 )
 from stenoflow.bench.text_pool import load_pools
 from stenoflow.bench.varied import COMMANDS, LEVEL_DBFS, SPEEDS, cards, groceries, number
@@ -75,9 +74,6 @@ def command_stream(name: str = "commands-0", count: int = 30, seed: int = 0,
         timeline.pause(float(rng.uniform(*(LONG_PAUSE_S if long else PAUSE_S))))
         if k == count - 1:
             timeline.pause(0.5)
-    audio = timeline.render()
-    audio = audio + timeline.speech_rms(audio) * mixing.db_to_amplitude(-FLOOR_SNR_DB) * mixing.noise(len(audio), rng)
-    used = list(dict.fromkeys(p.voice for p in timeline.placed))
-    clip = write_clip(stem, params, mixing.finalize(audio), timeline, ",".join(used), name, noise_snr_db=None)
+    clip = write_with_floor(stem, params, timeline, name, FLOOR_SNR_DB, rng)
     logger.info("built command stream %s: %.1f s, %d commands, voices %s", name, clip.duration, count, clip.voice)
     return clip

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from stenoflow.bench import mixing
 from stenoflow.bench.clips import (
     Clip,
     Timeline,
@@ -26,7 +25,7 @@ from stenoflow.bench.clips import (
     load_cached,
     resolve_voices,
     speech,
-    write_clip,
+    write_with_floor,
 )
 from stenoflow.bench.text_pool import load_pools
 
@@ -138,10 +137,7 @@ def varied_stream(name: str = "varied-0", minutes: float = 1.0, seed: int = 0,
         audio = speech(text, voice, float(rng.uniform(*SPEEDS)), float(rng.uniform(*LEVEL_DBFS)))
         timeline.speech(audio, text, voice.id)
     timeline.pause(float(rng.uniform(0.5, 1.0)))
-    audio = timeline.render()
-    audio = audio + timeline.speech_rms(audio) * mixing.db_to_amplitude(-FLOOR_SNR_DB) * mixing.noise(len(audio), rng)
-    used = list(dict.fromkeys(p.voice for p in timeline.placed))
-    clip = write_clip(stem, params, mixing.finalize(audio), timeline, ",".join(used), name, noise_snr_db=None)
+    clip = write_with_floor(stem, params, timeline, name, FLOOR_SNR_DB, rng)
     logger.info("built varied stream %s: %.1f s, %d items, voices %s", name, clip.duration, len(timeline.placed),
                 clip.voice)
     return clip
