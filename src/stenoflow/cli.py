@@ -20,6 +20,8 @@ from stenoflow.output import FORMATS
 from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from stenoflow.api import Model
     from stenoflow.streaming.events import StreamUpdate
     from stenoflow.streaming.session import StreamOptions
@@ -470,9 +472,27 @@ class StreamPrinter:
         self.out.flush()
 
 
+def check_source(args: argparse.Namespace) -> None:
+    """``stream`` and ``listen`` read exactly one source: an AUDIO file, - (PCM on stdin) or --mic."""
+    if (args.audio is None) == (not args.mic):
+        raise ValueError("give exactly one source: an AUDIO file, - for PCM on stdin, or --mic")
+
+
+def open_source(args: argparse.Namespace, chunk_s: float) -> tuple[np.ndarray | None, Iterator[np.ndarray] | None]:
+    """(the recording, None) for an AUDIO file, else (None, the live chunks): the microphone (opened
+    now; MicrophoneUnavailable if it cannot be) or PCM on stdin (read as it is iterated)."""
+    from stenoflow.audio.io import load_audio
+    from stenoflow.streaming.sources import open_microphone, pcm_chunks
+
+    if args.mic:
+        return None, open_microphone(chunk_s)
+    if args.audio == "-":
+        return None, pcm_chunks(sys.stdin.buffer, args.stdin_format, chunk_s)
+    return load_audio(args.audio), None
+
+
 def cmd_stream(args: argparse.Namespace) -> int:
     from stenoflow.api import load_model
-    from stenoflow.audio.io import load_audio
     from stenoflow.streaming.drivers import (
         EmittedWord,
         UnawareClock,
@@ -480,21 +500,15 @@ def cmd_stream(args: argparse.Namespace) -> int:
         run_live,
         run_stream,
     )
-    from stenoflow.streaming.sources import (
-        Backlog,
-        MicrophoneUnavailable,
-        open_microphone,
-        pcm_chunks,
-    )
-    if (args.audio is None) == (not args.mic):
-        raise ValueError("give exactly one source: an AUDIO file, - for PCM on stdin, or --mic")
+    from stenoflow.streaming.sources import Backlog, MicrophoneUnavailable
+
+    check_source(args)
     options = stream_options(args)
     try:
-        source = open_microphone(args.chunk) if args.mic else None
+        audio, live = open_source(args, args.chunk)
     except MicrophoneUnavailable as e:
         log.error("%s", e)
         return 2
-    audio = load_audio(args.audio) if args.audio not in (None, "-") else None
     model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
     printer = StreamPrinter(sys.stdout, sys.stderr)
     word_log = args.log_words.open("w", encoding="utf-8") if args.log_words else None
@@ -511,8 +525,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
             clock = WallClock() if args.simulate == "realtime" else UnawareClock()
             run = run_stream(lambda: model.stream(options), audio, args.simulate, args.chunk, clock, on_update)
         else:
-            chunks = source if source is not None else pcm_chunks(sys.stdin.buffer, args.stdin_format, args.chunk)
-            run = run_live(lambda: model.stream(options), Backlog(chunks), on_update=on_update)
+            assert live is not None
+            run = run_live(lambda: model.stream(options), Backlog(live), on_update=on_update)
     finally:
         printer.close()
         if word_log is not None:
@@ -607,14 +621,8 @@ def cmd_train_hush(args: argparse.Namespace) -> int:
 
 def cmd_listen(args: argparse.Namespace) -> int:
     from stenoflow.api import load_model
-    from stenoflow.audio.io import load_audio
     from stenoflow.streaming.drivers import UnawareClock, WallClock
-    from stenoflow.streaming.sources import (
-        Backlog,
-        MicrophoneUnavailable,
-        open_microphone,
-        pcm_chunks,
-    )
+    from stenoflow.streaming.sources import Backlog, MicrophoneUnavailable
     from stenoflow.utterance.driver import (
         CHUNK_S,
         HeardUtterance,
@@ -622,15 +630,13 @@ def cmd_listen(args: argparse.Namespace) -> int:
         run_utterances,
     )
 
-    if (args.audio is None) == (not args.mic):
-        raise ValueError("give exactly one source: an AUDIO file, - for PCM on stdin, or --mic")
+    check_source(args)
     options, offload = utterance_options(args)
     try:
-        source = open_microphone(CHUNK_S) if args.mic else None
+        audio, live = open_source(args, CHUNK_S)
     except MicrophoneUnavailable as e:
         log.error("%s", e)
         return 2
-    audio = load_audio(args.audio) if args.audio not in (None, "-") else None
     model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
     session = model.listen(options, offload)
 
@@ -647,8 +653,8 @@ def cmd_listen(args: argparse.Namespace) -> int:
         clock = WallClock() if args.simulate == "realtime" else UnawareClock()
         run = run_utterances(session, audio, args.simulate, clock, on_heard=show)
     else:
-        chunks = source if source is not None else pcm_chunks(sys.stdin.buffer, args.stdin_format, CHUNK_S)
-        run = run_live_utterances(session, Backlog(chunks), on_heard=show)
+        assert live is not None
+        run = run_live_utterances(session, Backlog(live), on_heard=show)
     log.info("%d utterances in %.1f s of audio; compute %.1f s (RTF %.2f)", len(run.heard), run.audio_s,
              run.compute_s, run.rtf)
     return 0
