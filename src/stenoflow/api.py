@@ -201,14 +201,10 @@ class Model:
     def utterances(self, audio: str | Path | np.ndarray, options: UtteranceOptions | None = None,
                    offload: OffloadOptions | None = None, **overrides: object) -> list[Utterance]:
         """The utterances of a recording (endpointed by voice activity), each with its text."""
-        samples = _samples(audio)
-        session = self.listen(options, offload, **overrides)
-        out: list[Utterance] = []
-        step = 16000 // 10
-        for i in range(0, samples.size, step):
-            out.extend(session.push(samples[i : i + step]))
-        out.extend(session.finish())
-        return out
+        from stenoflow.utterance.driver import run_utterances
+
+        run = run_utterances(self.listen(options, offload, **overrides), _samples(audio), "unaware", chunk_s=0.1)
+        return [heard.utterance for heard in run.heard]
 
 
 def _samples(audio: str | Path | np.ndarray) -> np.ndarray:
