@@ -9,6 +9,7 @@ from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
 from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
 from stenoflow.streaming.events import TimedWord
+from stenoflow.streaming.live import new_words
 from stenoflow.streaming.live_round import Heard, HeardWord
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
@@ -118,6 +119,29 @@ def test_draft_matcher_realigns_after_a_mismatch() -> None:
     assert m.observe(4) is Verdict.MATCH and m.draft(3) == (5,)
     assert m.observe(TB + 3) is Verdict.SKIP  # an extra timestamp in the hypothesis
     assert DraftMatcher((), TB).aligned is False
+
+
+# --- new words in a hearing ------------------------------------------------------------------
+COMMITTED = [hw(" three", 8.0, 8.2), hw(" of", 8.2, 8.3), hw(" clubs.", 8.3, 8.6), hw(" Open", 8.9, 9.1),
+             hw(" the", 9.1, 9.2), hw(" front", 9.2, 9.5), hw(" door.", 9.5, 9.7)]
+
+
+def test_a_hearing_of_committed_words_adds_nothing_even_where_their_times_ran_early() -> None:
+    # The committed words' times ran early (they end at 9.7 s); a hearing of the audio after
+    # them hears the command again, at its true time, then a new word.
+    again = [hw(" Open", 9.7, 10.0), hw(" the", 10.0, 10.1), hw(" front", 10.1, 10.4), hw(" door.", 10.4, 10.8)]
+    stop = hw(" Stop.", 11.2, 11.6)
+    assert new_words(again, COMMITTED[-4:], 9.7) == []
+    assert new_words([*again, stop], COMMITTED[-4:], 9.7) == [stop]
+    # Compared by time alone (no committed words to align with), all of it would pass as new.
+    assert new_words(again, [], 9.7) == again
+
+
+def test_a_hearing_that_only_resembles_the_committed_end_is_new() -> None:
+    seven = [hw(" seven", 9.8, 10.1), hw(" of", 10.1, 10.2), hw(" clubs.", 10.2, 10.6)]
+    assert new_words(seven, COMMITTED[:3], 8.6) == seven
+    # A word heard again where it was committed is not new; the next one is.
+    assert new_words([hw(" clubs.", 8.35, 8.6), *seven], COMMITTED[:3], 8.6) == seven
 
 
 # --- varied streams -------------------------------------------------------------------------

@@ -62,6 +62,7 @@ DEAF_EDGE_S = 0.5
 RETRY_LEAD_S = 0.05  # a retry starts this much before the end of the last committed word
 MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live in the text)
 CONTEXT_WORDS = 100  # committed words a hypothesis start is aligned with
+FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
 TIME_TOLERANCE_S = 0.1  # a word starting this little before the committed end is still new
 
 
@@ -156,7 +157,7 @@ class LiveSession:
         encoded = self._ahead if self._ahead is not None else self._encode(self._plan())
         self._ahead = None
         inp = encoded.input
-        heard_before = self._committed[max(0, inp.committed_before - self._dropped) :]
+        heard_before = max(0, inp.committed_before - self._dropped)
         draft = self._draft(inp) if self.options.guide else ()
         # The next round is planned before this one's results move the buffer, whether it then
         # runs beside this decoding (pipeline) or after it: both ways compute the same thing.
@@ -169,7 +170,7 @@ class LiveSession:
             self._ahead = self._encode(ahead) if ahead is not None else None
         self._previous = heard
         heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before)))
-        heard, retried = self._unless_deaf(inp, heard)
+        heard, retried = self._unless_deaf(inp, heard, heard_before)
         n = self.policy.commit(self._tail, heard)
         committed = forced + self._record(heard.words[:n])
         self._tail = list(heard.words[n:])
@@ -194,36 +195,27 @@ class LiveSession:
         words = [*self._committed[max(0, inp.committed_before - self._dropped) :], *self._tail]
         return tuple(t for w in words for t in w.tokens)
 
-    def _fresh(self, words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> list[HeardWord]:
-        """The words of a hypothesis after those that re-transcribe ``committed`` (the committed
-        words in its buffer): by text where the two clearly line up, else by time."""
-        if committed and words:
-            score, cut = tail_prefix_alignment([word_key(w.word.word) for w in committed[-CONTEXT_WORDS:]],
-                                               [word_key(w.word.word) for w in words])
-            if score >= min(2, len(committed)):
-                last = committed[-1].word
-                # Ties leave a revised last word ("home" heard again as "foam") over as new:
-                # it is not, when it starts within the last committed word. A word after the
-                # last committed word heard again as it was is new, wherever DTW puts it.
-                heard_last = cut > 0 and word_key(words[cut - 1].word.word) == word_key(last.word)
-                if not heard_last and cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
-                    cut += 1
-                return list(words[cut:])
-        # By time: a word is new when most of it lies after the committed words (DTW squeezes
-        # the times of words at the end of a buffer, so a start alone may fall a little early).
-        fresh = [w for w in words if (w.word.start + w.word.end) / 2 >= self._committed_end - TIME_TOLERANCE_S]
-        return drop_clipped_repeat(fresh, self._committed[-1:])
+    def _fresh(self, words: Sequence[HeardWord], first: int) -> list[HeardWord]:
+        """The words of a hypothesis that are new: see :func:`new_words`. ``first`` indexes the
+        first committed word in the hypothesis's audio; the last few committed words are always
+        compared too, since word times at a buffer's end run early and the audio after them may
+        still hold them."""
+        return new_words(words, self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :],
+                         self._committed_end)
 
-    def _unless_deaf(self, planned: RoundInput, heard: Heard) -> tuple[Heard, bool]:
+    def _unless_deaf(self, planned: RoundInput, heard: Heard, heard_before: int) -> tuple[Heard, bool]:
         """A round that heard no new word, or skipped sound before its first one, is decoded
         again on the audio after the committed words alone, without prompt or draft (a prompt
-        or a buffer cut mid-sentence can make Whisper hear nothing); the better hearing wins."""
+        or a buffer cut mid-sentence can make Whisper hear nothing); the better hearing of new
+        words wins."""
         start = max(self._committed_end, self.buffer.offset)
         first = heard.words[0].word.start if heard.words else planned.end
         unheard = self.buffer.sound_seconds(start, min(first, planned.end - DEAF_EDGE_S))
         if unheard < DEAF_SOUND_S:
             return heard, False
         retry = self._hear_alone(planned.end, pad=False)
+        if retry is not None:
+            retry = replace(retry, words=tuple(self._fresh(retry.words, heard_before)))
         if retry is None or not retry.words:
             return heard, True
         retry_first = retry.words[0].word.start
@@ -257,7 +249,7 @@ class LiveSession:
         if heard is not None and heard.words:
             # Word times at a buffer's end run early, so the audio after the last committed
             # word may still hold it: what re-transcribes committed words is not new.
-            words = self._fresh(words, self._committed[self._in_buffer :])
+            words = self._fresh(words, self._in_buffer)
         if self._tail and not {word_key(w.word.word) for w in words} & {word_key(w.word.word) for w in self._tail}:
             # Alone, a second of audio can make Whisper write anything ("country" as "I'm
             # afraid."): a final hearing that shares no word with what the last round heard in
@@ -367,6 +359,28 @@ class LiveSession:
             del self._committed[:drop]
             self._in_buffer -= drop
             self._dropped += drop
+
+
+def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], committed_end: float) -> list[HeardWord]:
+    """The words of a hypothesis after those that re-transcribe ``committed`` (the committed
+    words its audio may hold, the last ending at ``committed_end``): by text where the two
+    clearly line up, else by time."""
+    if committed and words:
+        score, cut = tail_prefix_alignment([word_key(w.word.word) for w in committed[-CONTEXT_WORDS:]],
+                                           [word_key(w.word.word) for w in words])
+        if score >= min(2, len(committed)):
+            last = committed[-1].word
+            # Ties leave a revised last word ("home" heard again as "foam") over as new: it is
+            # not, when it starts within the last committed word. A word after the last
+            # committed word heard again as it was is new, wherever DTW puts it.
+            heard_last = cut > 0 and word_key(words[cut - 1].word.word) == word_key(last.word)
+            if not heard_last and cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
+                cut += 1
+            return list(words[cut:])
+    # By time: a word is new when most of it lies after the committed words (DTW squeezes the
+    # times of words at the end of a buffer, so a start alone may fall a little early).
+    fresh = [w for w in words if (w.word.start + w.word.end) / 2 >= committed_end - TIME_TOLERANCE_S]
+    return drop_clipped_repeat(fresh, committed[-1:])
 
 
 def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4) -> list[HeardWord]:
