@@ -162,6 +162,35 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-sessions", type=int, default=16, help="WebSocket streams open at once")
     sv.add_argument("--idle-timeout", type=float, default=30.0, help="seconds a stream may send nothing")
     sv.add_argument("--max-message-kb", type=float, default=1024.0, help="largest WebSocket message")
+    sv.add_argument("--ray-address", default=None,
+                    help="serve through Ray Serve on this cluster (auto, host:port, or local for a local Ray): "
+                         "replicas of the server behind one endpoint")
+    sv.add_argument("--replicas", type=int, default=1, help="with --ray-address: replicas (the least, if autoscaling)")
+    sv.add_argument("--max-replicas", type=int, default=None,
+                    help="with --ray-address: autoscale up to this many replicas on open streams")
+    sv.add_argument("--sessions-per-replica", type=int, default=2,
+                    help="with --ray-address: open streams a replica is scaled for")
+
+    tb = sub.add_parser("transcribe-batch", help="transcribe an archive on Ray: a pool of model replicas, resumable",
+                        description="Transcribe directories, globs or manifests of paths/URIs on a Ray cluster "
+                                    "(a local one by default). Writes the transcribe formats and manifest.jsonl "
+                                    "under --output-dir; a rerun skips what is done.")
+    tb.add_argument("inputs", nargs="+", help="directories, globs, audio files, or manifests (.txt/.lst: a path or "
+                                              "URI per line; .jsonl: {\"path\": ...} per line)")
+    tb.add_argument("--model", default="tiny.en", help="tiny.en, base, or a path every node can read")
+    tb.add_argument("--compute", default="float32", choices=["float32", "int8"])
+    tb.add_argument("--output-dir", "-o", type=Path, default=Path("transcripts"))
+    tb.add_argument("--output-format", "-f", default="txt,json",
+                    help=f"comma list of {', '.join(FORMATS)} (or all); default txt,json")
+    tb.add_argument("--ray-address", default=None,
+                    help="auto (the cluster of `ray start` here), host:port, or ray://...; default: a local Ray")
+    tb.add_argument("--actors", type=int, default=None,
+                    help="model replicas (default: the cluster's CPUs / --threads)")
+    tb.add_argument("--threads", type=int, default=1, help="torch threads (and CPUs reserved) per replica")
+    tb.add_argument("--language", default=None)
+    tb.add_argument("--beam-size", type=int, default=5)
+    tb.add_argument("--word-timestamps", action="store_true")
+    tb.add_argument("--no-progress", action="store_true")
 
     sub.add_parser("models", help="list the named models and whether they resolve here")
 
@@ -351,6 +380,42 @@ def _transcribe_one(model: Model, path: Path, args: argparse.Namespace, formats:
     written = write_outputs(segments, info, path, args.output_dir, formats)
     log.info("%s: language %s, %d segments -> %s", path, info.language, len(segments),
              ", ".join(str(p) for p in written))
+
+
+def cmd_transcribe_batch(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from stenoflow.cluster.batch import BatchOptions, ManifestRow, run_batch
+    from stenoflow.cluster.inputs import expand_inputs
+
+    formats = FORMATS if args.output_format == "all" else tuple(_list(args.output_format))
+    options = BatchOptions(model=args.model, compute=args.compute, actors=args.actors, threads=args.threads,
+                           beam_size=args.beam_size, language=args.language, word_timestamps=args.word_timestamps,
+                           formats=formats, output_dir=args.output_dir, ray_address=args.ray_address)
+    inputs = expand_inputs(args.inputs)
+    if not inputs:
+        raise ValueError(f"no audio files in {' '.join(args.inputs)}")
+    if args.verbose < 2:
+        logging.getLogger("ray").setLevel(logging.WARNING)
+    bar = None if args.no_progress else tqdm(total=len(inputs), unit="file", file=sys.stderr, desc="transcribe-batch")
+    audio = 0.0
+
+    def progress(row: ManifestRow) -> None:
+        nonlocal audio
+        audio += row.duration
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{audio / 3600:.2f} h of audio")
+
+    try:
+        summary = run_batch(inputs, options, progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    log.info("%d files: %d done now, %d done before, %d failed; %.2f h of audio at %.1fx real time "
+             "(%d replicas x %d threads) -> %s", summary.files, summary.done, summary.skipped, summary.failed,
+             summary.audio_s / 3600, summary.speed, summary.actors, summary.threads, args.output_dir)
+    return 1 if summary.failed else 0
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -685,6 +750,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = ServerOptions(host=args.host, port=args.port, api_key=ServerOptions.key_from_env(args.api_key),
                             max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), max_sessions=args.max_sessions,
                             idle_timeout_s=args.idle_timeout, max_message_bytes=int(args.max_message_kb * 1024))
+    if args.ray_address is not None:
+        from stenoflow.cluster.serving import ServeOptions, run_serve
+
+        run_serve(ServeOptions(model=args.model, compute=args.compute or "float32", threads=args.threads or 1,
+                               min_replicas=args.replicas, max_replicas=args.max_replicas or args.replicas,
+                               sessions_per_replica=args.sessions_per_replica, ray_address=args.ray_address),
+                  options)
+        return 0
     model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
     serve(model, options)
     return 0
@@ -753,7 +826,7 @@ def _training_progress(steps: int, off: bool, shown: Callable[[dict[str, float]]
 BENCH_COMMANDS = ("bench", "data", "train-hush", "train-medusa", "profile-threads")  # what the bench extra serves
 COMMANDS = {"transcribe": cmd_transcribe, "stream": cmd_stream, "models": cmd_models, "bench": cmd_bench, "data": cmd_data,
             "train-hush": cmd_train_hush, "train-medusa": cmd_train_medusa, "profile-threads": cmd_profile_threads, "serve": cmd_serve,
-            "listen": cmd_listen}
+            "listen": cmd_listen, "transcribe-batch": cmd_transcribe_batch}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -764,7 +837,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except ModuleNotFoundError as e:
         extra = "bench" if args.command in BENCH_COMMANDS else "server" if args.command == "serve" else \
-            "utterance" if args.command == "listen" else "dev"
+            "utterance" if args.command == "listen" else "cluster" if args.command == "transcribe-batch" else "dev"
         log.error("`stenoflow %s` needs the %r module: install the %s extra (pip install -e '.[%s]')",
                   args.command, e.name, extra, extra)
         return 2

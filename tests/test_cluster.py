@@ -1,0 +1,170 @@
+"""stenoflow on a real Ray cluster: a head and a worker node started as separate processes
+(``ray start``), a batch job that meets a corrupt file and a killed replica, and a stream through
+the Serve deployment. Plus the input expansion and resume logic, which need no cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from clients import KEY, committed_text, free_port, get, stream_file, words
+from conftest import JFK_TEXT
+
+from stenoflow.cluster.batch import MANIFEST, ManifestRow, pending_inputs
+from stenoflow.cluster.inputs import BatchInput, expand_inputs
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+# --- inputs and resuming (no cluster) -----------------------------------------------------------
+def test_inputs_expand_directories_globs_and_manifests_with_unique_keys(tmp_path: Path) -> None:
+    for rel in ("a/talk.wav", "a/day2/talk.flac", "a/notes.txt", "b/talk.wav", "c.mp3"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"x")
+    (tmp_path / "list.txt").write_text(f"# archive\n{tmp_path / 'c.mp3'}\nb/talk.wav\ns3://bucket/x/talk.wav\n")
+    got = expand_inputs([str(tmp_path / "a"), str(tmp_path / "*.mp3"), str(tmp_path / "list.txt")])
+    assert [(Path(i.source).name if "://" not in i.source else i.source, i.key) for i in got] == [
+        ("talk.flac", "day2/talk"), ("talk.wav", "talk"), ("c.mp3", "c"), ("talk.wav", "talk-2"),
+        ("s3://bucket/x/talk.wav", "talk-3")]  # notes.txt in a directory is not audio; c.mp3 listed once
+    (tmp_path / "bad.jsonl").write_text('{"file": "x"}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:1"):
+        expand_inputs([str(tmp_path / "bad.jsonl")])
+    with pytest.raises(ValueError, match="no such file"):
+        expand_inputs([str(tmp_path / "missing")])
+
+
+def test_a_rerun_does_what_is_not_done(tmp_path: Path) -> None:
+    inputs = [BatchInput(f"/data/{k}.wav", k) for k in ("a", "b", "c", "d")]
+    rows = [ManifestRow("/data/a.wav", "a", outputs=["a.txt"]), ManifestRow("/data/b.wav", "b", error="corrupt"),
+            ManifestRow("/data/c.wav", "c", outputs=["c.txt"])]
+    (tmp_path / MANIFEST).write_text("".join(json.dumps(r.__dict__) + "\n" for r in rows) + "{torn line\n")
+    (tmp_path / "a.txt").write_text("done")
+    # a: done; b: failed, tried again; c: its transcript was deleted; d: never run.
+    assert [i.key for i in pending_inputs(inputs, tmp_path)] == ["b", "c", "d"]
+
+
+# --- a real cluster ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """A head node and a worker node, one CPU each, as separate ``ray start`` processes."""
+    if shutil.which(RAY) is None:
+        pytest.fail("the ray CLI is missing: install the cluster extra")
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
+           "RAY_USAGE_STATS_ENABLED": "0"}
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("ray") / "ray.log"
+    with log.open("w") as out:
+        for args in (["--head", f"--port={port}", "--include-dashboard=false", "--num-cpus=1"],
+                     [f"--address={address}", "--num-cpus=1"]):
+            done = subprocess.run([RAY, "start", *args, "--disable-usage-stats"], env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, timeout=180, check=False)
+            assert done.returncode == 0, log.read_text()
+    try:
+        yield address, env
+    finally:
+        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120, check=False)
+
+
+def replica_pids() -> list[int]:
+    """Processes of the batch job's model replicas (Ray names its workers after their actor)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"Transcriber" in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.slow
+def test_a_batch_job_survives_a_corrupt_file_and_a_killed_replica(cluster: tuple[str, dict[str, str]],
+                                                                    tmp_path: Path) -> None:
+    from stenoflow.bench.datasets import short_clips
+
+    address, env = cluster
+    archive = tmp_path / "archive"
+    (archive / "day2").mkdir(parents=True)
+    clips = short_clips(8, min_s=6.0, max_s=14.0, seed=3)
+    for i, clip in enumerate(clips):
+        shutil.copy(clip.audio_path, archive / ("day2" if i % 2 else ".") / f"item{i}.wav")
+    (archive / "corrupt.wav").write_bytes(b"RIFF" + os.urandom(3000))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "stenoflow.cli", "transcribe-batch", str(archive), "-o", str(out), "--model",
+           "tiny.en", "--ray-address", address, "--actors", "2", "--no-progress"]
+    job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Once the first transcript is in, kill one replica's process in the middle of the job.
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and job.poll() is None:
+        lines = (out / MANIFEST).read_text().splitlines() if (out / MANIFEST).exists() else []
+        if any('"error": null' in line for line in lines) and replica_pids():
+            break
+        time.sleep(0.05)
+    assert job.poll() is None, job.communicate()[0]
+    rows_before_kill = len(lines)
+    victim = replica_pids()[0]
+    os.kill(victim, signal.SIGKILL)
+    output = job.communicate(timeout=600)[0]
+    assert job.returncode == 1, output  # one file failed, and the exit status says so
+    assert rows_before_kill < 9
+    rows = [json.loads(line) for line in (out / MANIFEST).read_text().splitlines()]
+    assert sorted(Path(r["path"]).name for r in rows) == sorted([*(f"item{i}.wav" for i in range(8)), "corrupt.wav"])
+    bad = [r for r in rows if r["error"]]
+    assert [Path(r["path"]).name for r in bad] == ["corrupt.wav"] and "cannot be decoded" in bad[0]["error"]
+    for i, clip in enumerate(clips):
+        key = f"day2/item{i}" if i % 2 else f"item{i}"
+        row = next(r for r in rows if r["key"] == key)
+        said, heard = words(clip.text), words((out / f"{key}.txt").read_text())
+        assert sum(w in heard for w in said) >= 0.6 * len(said), (said, heard)
+        assert row["text"].strip() and row["outputs"] == [f"{key}.txt", f"{key}.json"]
+    # A rerun transcribes only what is not done: the corrupt file, which fails again.
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 1 and "8 done before" in again.stderr, again.stderr
+    assert len((out / MANIFEST).read_text().splitlines()) == 9
+
+
+@pytest.mark.slow
+def test_a_stream_through_the_serve_deployment(cluster: tuple[str, dict[str, str]], jfk_audio: np.ndarray,
+                                               tmp_path: Path) -> None:
+    address, env = cluster
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "stenoflow.cli", "serve", "--model", "tiny.en", "--port",
+                                 str(port), "--ray-address", address, "--replicas", "1", "--max-replicas", "2",
+                                 "--host", "127.0.0.1"], env={**env, "STENOFLOW_API_KEY": KEY},
+                                stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if get(f"{url}/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the deployment did not come up:\n{log.read_text()}")
+        assert get(f"{url}/v1/models")[0] == 401  # the replicas run the server's own routes, auth included
+        assert json.loads(get(f"{url}/v1/models", KEY)[1])["data"][0]["id"] == "tiny.en"
+        events = asyncio.run(stream_file(url, jfk_audio, pause_s=0.01))
+        assert events[0]["type"] == "ready" and events[-1]["type"] == "end"
+        said, heard = words(JFK_TEXT), words(committed_text(events))
+        assert len(heard) <= len(said) + 2 and sum(w in heard for w in said) >= len(said) - 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
