@@ -287,6 +287,14 @@ def build_parser() -> argparse.ArgumentParser:
     bu.add_argument("--methods", default="", help="comma list of methods to run (default: all)")
     bu.add_argument("--out", type=Path, default=Path("bench-results"))
 
+    bb = bsub.add_parser("batch", help="archive throughput: Ray replicas vs one process vs faster-whisper batched")
+    bb.add_argument("--models", default="tiny.en,base", help="comma list of models")
+    bb.add_argument("--compute", default="float32", choices=["float32", "int8"])
+    bb.add_argument("--files", type=int, default=32, help="synthesized files of 5-25 s in the archive")
+    bb.add_argument("--beam-size", type=int, default=5)
+    bb.add_argument("--threads", type=int, default=2, help="cores the configurations share")
+    bb.add_argument("--out", type=Path, default=Path("bench-results"))
+
     bh = bsub.add_parser("hush", help="input schemes after short speech: padding, zeros, noise, hush word")
     bh.add_argument("--models", default="tiny.en,base")
     bh.add_argument("--clips", type=int, default=40, help="synthesized clips of 2-25 s (plus jfk.wav)")
@@ -454,6 +462,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                   clients=tuple(int(n) for n in args.clients.split(",")), minutes=args.minutes,
                                   threads=args.threads, drift_minutes=args.drift_minutes)
         sys.stdout.write(run_serve_bench(vopts, args.out) + "\n")
+        return 0
+    if args.bench == "batch":
+        from stenoflow.bench.batch_bench import BatchBenchOptions, run_batch_bench
+
+        bopts = BatchBenchOptions(models=tuple(_list(args.models)), compute=args.compute, files=args.files,
+                                  beam_size=args.beam_size, threads=args.threads)
+        sys.stdout.write(run_batch_bench(bopts, args.out) + "\n")
         return 0
     if args.bench == "utterance":
         from stenoflow.bench.utterance_bench import UtteranceBenchOptions, run_utterance_bench

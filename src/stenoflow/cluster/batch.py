@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.jsonl"
 SAMPLE_RATE = 16000
+DECODERS_PER = 8  # replicas one decoder keeps fed
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,16 @@ def read_source(source: str) -> bytes:
         with fs.open_input_stream(path) as f:
             return bytes(f.read())
     return Path(source).read_bytes()
+
+
+class Decoder:
+    """Reads and decodes inputs: a long-lived process, so the audio libraries load once."""
+
+    def __init__(self) -> None:
+        import stenoflow.audio.io  # noqa: F401
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        return decode_row(row)
 
 
 def decode_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -211,8 +222,9 @@ def _results(ray: Any, todo: Sequence[BatchInput], options: BatchOptions, actors
     transcribe = {"beam_size": options.beam_size, "language": options.language,
                   "word_timestamps": options.word_timestamps}
     ds = ray.data.from_items([{"source": i.source, "key": i.key} for i in todo], override_num_blocks=len(todo))
-    # Decoding is light next to transcription: it reserves no CPU, so it never waits for the replicas.
-    ds = ds.map(decode_row, num_cpus=0)
+    # Decoding is light next to transcription: a few long-lived decoders that reserve no CPU, so
+    # they never wait for the replicas (a task per file would start a process per file).
+    ds = ds.map(Decoder, compute=ray.data.ActorPoolStrategy(size=max(1, -(-actors // DECODERS_PER))), num_cpus=0)
     ds = ds.map(Transcriber, fn_constructor_kwargs={"model": options.model, "compute": options.compute,
                                                     "threads": options.threads, "transcribe": transcribe},
                 compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=options.threads)

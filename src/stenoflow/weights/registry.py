@@ -252,18 +252,7 @@ def resolve_model(name_or_path: str, cache_dir: Path | None = None) -> LoadedWei
     """
     start = time.perf_counter()
     cache_root = Path(cache_dir) if cache_dir else default_cache_dir()
-    model = _named(name_or_path)
-    if model is not None:
-        fmt, target = "ctranslate2", _named_dir(model, cache_root)
-    else:
-        path = Path(name_or_path).expanduser()
-        if not path.exists():
-            raise ValueError(
-                f"unknown model {name_or_path!r}: not a known name "
-                f"({', '.join(m.name for m in NAMED_MODELS)}) "
-                f"and no such path; a path may be {'; '.join(PATH_FORMATS)}"
-            )
-        fmt, target = detect_format(path)
+    fmt, target = model_source(name_or_path, cache_root)
     weights = load_converted(target, fmt, loader_for(fmt), cache_root)
     _fill_alignment_heads(weights)
     log.info(
@@ -274,6 +263,23 @@ def resolve_model(name_or_path: str, cache_dir: Path | None = None) -> LoadedWei
         time.perf_counter() - start,
     )
     return weights
+
+
+def model_source(name_or_path: str, cache_dir: Path | None = None) -> tuple[str, Path]:
+    """The format and the file or directory a named model or model path loads from, unloaded
+    (a named model's directory is assembled in the cache first if it needs to be)."""
+    cache_root = Path(cache_dir) if cache_dir else default_cache_dir()
+    model = _named(name_or_path)
+    if model is not None:
+        return "ctranslate2", _named_dir(model, cache_root)
+    path = Path(name_or_path).expanduser()
+    if not path.exists():
+        raise ValueError(
+            f"unknown model {name_or_path!r}: not a known name "
+            f"({', '.join(m.name for m in NAMED_MODELS)}) "
+            f"and no such path; a path may be {'; '.join(PATH_FORMATS)}"
+        )
+    return detect_format(path)
 
 
 def available_models(cache_dir: Path | None = None) -> list[ModelEntry]:
