@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("--beam-size", type=int, default=5)
     tb.add_argument("--word-timestamps", action="store_true")
     tb.add_argument("--no-progress", action="store_true")
+    tb.add_argument("--dashboard", action="store_true", help="a local Ray starts its dashboard (its URL is logged)")
 
     sub.add_parser("models", help="list the named models and whether they resolve here")
 
@@ -399,7 +400,8 @@ def cmd_transcribe_batch(args: argparse.Namespace) -> int:
     formats = FORMATS if args.output_format == "all" else tuple(_list(args.output_format))
     options = BatchOptions(model=args.model, compute=args.compute, actors=args.actors, threads=args.threads,
                            beam_size=args.beam_size, language=args.language, word_timestamps=args.word_timestamps,
-                           formats=formats, output_dir=args.output_dir, ray_address=args.ray_address)
+                           formats=formats, output_dir=args.output_dir, ray_address=args.ray_address,
+                           dashboard=args.dashboard)
     inputs = expand_inputs(args.inputs)
     if not inputs:
         raise ValueError(f"no audio files in {' '.join(args.inputs)}")

@@ -44,6 +44,7 @@ class BatchOptions:
     formats: tuple[str, ...] = ("txt", "json")
     output_dir: Path = Path("transcripts")
     ray_address: str | None = None  # None or "local": a local Ray; "auto" or host:port: a cluster
+    dashboard: bool = False  # a local Ray starts its dashboard (a cluster has its own)
 
     def __post_init__(self) -> None:
         if self.actors is not None and self.actors < 1:
@@ -187,7 +188,7 @@ def run_batch(inputs: Sequence[BatchInput], options: BatchOptions,
     skipped = len(inputs) - len(todo)
     if skipped:
         log.info("%d of %d inputs already done (%s): skipped", skipped, len(inputs), options.output_dir / MANIFEST)
-    ray = connect(options.ray_address)
+    ray = connect(options.ray_address, options.dashboard)
     actors = options.actors or max(1, cluster_cpus(ray) // options.threads)
     if not todo:
         return BatchSummary(len(inputs), skipped, 0, 0, 0.0, 0.0, actors, options.threads)

@@ -19,10 +19,11 @@ def import_ray() -> ModuleType:
     return ray
 
 
-def connect(address: str | None) -> ModuleType:
+def connect(address: str | None, dashboard: bool = False) -> ModuleType:
     """Connect to the cluster at ``address`` (``auto``: the one started on this machine with
     ``ray start``; ``host:port`` or ``ray://...``), or start a local Ray (None or ``local``)
-    that ends with this process. Returns the ``ray`` module, initialised."""
+    that ends with this process, with Ray's dashboard if asked. Returns the ``ray`` module,
+    initialised."""
     ray = import_ray()
     if ray.is_initialized():
         return ray
@@ -30,10 +31,13 @@ def connect(address: str | None) -> ModuleType:
     env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false"}}
     if address in (None, LOCAL):
         log.info("starting a local Ray with %d CPUs", os.cpu_count() or 1)
-        ray.init(runtime_env=env, log_to_driver=False, configure_logging=False, include_dashboard=False)
+        context = ray.init(runtime_env=env, log_to_driver=False, configure_logging=False,
+                           include_dashboard=dashboard)
     else:
         log.info("joining the Ray cluster at %s", address)
-        ray.init(address=address, runtime_env=env, log_to_driver=False, configure_logging=False)
+        context = ray.init(address=address, runtime_env=env, log_to_driver=False, configure_logging=False)
+    if context.dashboard_url:
+        log.info("Ray dashboard: http://%s", context.dashboard_url)
     return ray
 
 
