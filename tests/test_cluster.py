@@ -22,6 +22,8 @@ from clients import KEY, committed_text, free_port, get, stream_file, words
 from conftest import JFK_TEXT
 
 from stenoflow.cluster.batch import MANIFEST, ManifestRow, pending_inputs
+from stenoflow.cluster.chunks import SAMPLE_RATE, cut_points, join_parts
+from stenoflow.decoding.transcribe import Segment, Word
 from stenoflow.cluster.inputs import BatchInput, expand_inputs
 
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -52,6 +54,27 @@ def test_a_rerun_does_what_is_not_done(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("done")
     # a: done; b: failed, tried again; c: its transcript was deleted; d: never run.
     assert [i.key for i in pending_inputs(inputs, tmp_path)] == ["b", "c", "d"]
+
+
+def test_long_recordings_are_cut_in_pauses_and_joined_on_their_clock() -> None:
+    rng = np.random.default_rng(0)
+    speech = rng.normal(0, 0.1, 50 * SAMPLE_RATE).astype(np.float32)
+    for pause_s in (8.3, 17.9):  # quiet half seconds inside the first two search windows
+        speech[int(pause_s * SAMPLE_RATE) : int((pause_s + 0.6) * SAMPLE_RATE)] *= 0.01
+    cuts = cut_points(speech, chunk_s=10.0)
+    assert [round(c / SAMPLE_RATE, 1) for c in cuts[:2]] == [8.6, 18.2] and cuts[-1] == len(speech)
+    lengths = np.diff([0, *cuts]) / SAMPLE_RATE
+    assert all(lengths[:-1] <= 10.0) and all(lengths[:-1] >= 7.5) and lengths[-1] < 15.0
+    assert cut_points(speech[: 14 * SAMPLE_RATE], 10.0) == [14 * SAMPLE_RATE]  # < 1.5 parts: whole
+    assert cut_points(speech, 0.0) == [len(speech)]
+
+    def seg(start: float, end: float, text: str) -> Segment:
+        return Segment(0, 0, start, end, text, [], 0.0, -0.1, 1.0, 0.0, [Word(text, start, end, 0.9)])
+
+    joined = join_parts([(0.0, [seg(0.0, 4.0, " a"), seg(4.0, 8.0, " b")]), (8.6, [seg(0.5, 3.0, " c")])])
+    assert [(s.id, s.start, s.end, s.text) for s in joined] == [(0, 0.0, 4.0, " a"), (1, 4.0, 8.0, " b"),
+                                                                 (2, 9.1, 11.6, " c")]
+    assert joined[2].words == [Word(" c", 9.1, 11.6, 0.9)] and joined[2].seek == 860
 
 
 # --- a real cluster ----------------------------------------------------------------------------
@@ -103,7 +126,7 @@ def test_a_batch_job_survives_a_corrupt_file_and_a_killed_replica(cluster: tuple
     (archive / "corrupt.wav").write_bytes(b"RIFF" + os.urandom(3000))
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "stenoflow.cli", "transcribe-batch", str(archive), "-o", str(out), "--model",
-           "tiny.en", "--ray-address", address, "--actors", "2", "--no-progress"]
+           "tiny.en", "--ray-address", address, "--actors", "2", "--no-progress", "--chunk-minutes", "0.1"]
     job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # Once the first transcript is in, kill one replica's process in the middle of the job.
     deadline = time.monotonic() + 300
@@ -129,6 +152,11 @@ def test_a_batch_job_survives_a_corrupt_file_and_a_killed_replica(cluster: tuple
         said, heard = words(clip.text), words((out / f"{key}.txt").read_text())
         assert sum(w in heard for w in said) >= 0.6 * len(said), (said, heard)
         assert row["text"].strip() and row["outputs"] == [f"{key}.txt", f"{key}.json"]
+        # Files over 9 s were cut into 6 s parts; their segments join on the file's clock.
+        segments = json.loads((out / f"{key}.json").read_text())["segments"]
+        assert [s["id"] for s in segments] == list(range(len(segments)))
+        assert all(a["start"] <= b["start"] for a, b in zip(segments, segments[1:]))
+        assert segments[-1]["end"] <= row["duration"] + 0.5 and abs(row["duration"] - clip.duration) < 0.05
     # A rerun transcribes only what is not done: the corrupt file, which fails again.
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert again.returncode == 1 and "8 done before" in again.stderr, again.stderr

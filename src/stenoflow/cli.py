@@ -190,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("--language", default=None)
     tb.add_argument("--beam-size", type=int, default=5)
     tb.add_argument("--word-timestamps", action="store_true")
+    tb.add_argument("--chunk-minutes", type=float, default=10.0,
+                    help="recordings longer than 1.5x this are cut at pauses into parts that replicas "
+                         "transcribe side by side (0: never)")
     tb.add_argument("--no-progress", action="store_true")
     tb.add_argument("--dashboard", action="store_true", help="a local Ray starts its dashboard (its URL is logged)")
 
@@ -401,7 +404,7 @@ def cmd_transcribe_batch(args: argparse.Namespace) -> int:
     options = BatchOptions(model=args.model, compute=args.compute, actors=args.actors, threads=args.threads,
                            beam_size=args.beam_size, language=args.language, word_timestamps=args.word_timestamps,
                            formats=formats, output_dir=args.output_dir, ray_address=args.ray_address,
-                           dashboard=args.dashboard)
+                           dashboard=args.dashboard, chunk_s=60 * args.chunk_minutes)
     inputs = expand_inputs(args.inputs)
     if not inputs:
         raise ValueError(f"no audio files in {' '.join(args.inputs)}")

@@ -17,7 +17,7 @@ import os
 import pickle
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +44,12 @@ class BatchOptions:
     formats: tuple[str, ...] = ("txt", "json")
     output_dir: Path = Path("transcripts")
     ray_address: str | None = None  # None or "local": a local Ray; "auto" or host:port: a cluster
+    chunk_s: float = 600.0  # recordings longer than 1.5x this are cut at pauses into parts replicas share (0: never)
     dashboard: bool = False  # a local Ray starts its dashboard (a cluster has its own)
 
     def __post_init__(self) -> None:
+        if self.chunk_s < 0:
+            raise ValueError(f"chunk_s must be >= 0, got {self.chunk_s}")
         if self.actors is not None and self.actors < 1:
             raise ValueError(f"actors must be >= 1, got {self.actors}")
         if self.threads < 1 or self.beam_size < 1:
@@ -106,16 +109,22 @@ def read_source(source: str) -> bytes:
 class Decoder:
     """Reads and decodes inputs: a long-lived process, so the audio libraries load once."""
 
-    def __init__(self) -> None:
+    def __init__(self, chunk_s: float) -> None:
         import stenoflow.audio.io  # noqa: F401
 
-    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        return decode_row(row)
+        self.chunk_s = chunk_s
+
+    def __call__(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+        return decode_parts(row, self.chunk_s)
 
 
-def decode_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Read and decode one input; a failure becomes the row's error."""
+def decode_parts(row: dict[str, Any], chunk_s: float) -> list[dict[str, Any]]:
+    """Read and decode one input and cut it into parts (see ``chunks``); a failure becomes the
+    error of a single, empty part."""
+    import numpy as np
+
     from stenoflow.audio.io import load_audio
+    from stenoflow.cluster.chunks import cut_points
 
     t0 = time.perf_counter()
     try:
@@ -123,10 +132,12 @@ def decode_row(row: dict[str, Any]) -> dict[str, Any]:
         samples = load_audio(read_source(source) if is_uri(source) else Path(source))
         error = ""
     except (OSError, ValueError) as e:
-        import numpy as np
-
         samples, error = np.zeros(0, dtype="float32"), str(e) or type(e).__name__
-    return {**row, "samples": samples, "error": error, "decode_s": time.perf_counter() - t0}
+    cuts = [0, *cut_points(samples, chunk_s)]
+    decode_s = time.perf_counter() - t0
+    return [{**row, "part": i, "parts": len(cuts) - 1, "offset": cuts[i] / SAMPLE_RATE,
+             "samples": np.ascontiguousarray(samples[cuts[i] : cuts[i + 1]]), "error": error,
+             "decode_s": decode_s / (len(cuts) - 1)} for i in range(len(cuts) - 1)]
 
 
 class Transcriber:
@@ -148,9 +159,9 @@ class Transcriber:
                 result = pickle.dumps((list(segments), info))
             except (ValueError, RuntimeError) as e:
                 error = f"transcription failed: {e}"
-        return {"source": row["source"], "key": row["key"], "duration": len(samples) / SAMPLE_RATE,
-                "error": error, "result": result, "worker": self.worker,
-                "seconds": row["decode_s"] + time.perf_counter() - t0}
+        return {"source": row["source"], "key": row["key"], "part": row["part"], "parts": row["parts"],
+                "offset": row["offset"], "duration": len(samples) / SAMPLE_RATE, "error": error, "result": result,
+                "worker": self.worker, "seconds": row["decode_s"] + time.perf_counter() - t0}
 
 
 # --- the driver ----------------------------------------------------------------------------------
@@ -194,14 +205,20 @@ def run_batch(inputs: Sequence[BatchInput], options: BatchOptions,
         return BatchSummary(len(inputs), skipped, 0, 0, 0.0, 0.0, actors, options.threads)
     done = failed = 0
     audio_s = 0.0
-    written: set[str] = set()
+    parts: dict[str, dict[int, dict[str, Any]]] = {}  # the parts of each input that arrived so far
     t0 = time.perf_counter()
     with (options.output_dir / MANIFEST).open("a", encoding="utf-8") as manifest:
         for result in _results(ray, todo, options, actors):
-            if result["source"] in written:  # a retried task must not write a file twice
+            # A part arriving twice (a retried task) is kept once; an input is written once, whole.
+            mine = parts.setdefault(result["source"], {})
+            if result["part"] in mine or len(mine) == result["parts"]:
                 continue
-            written.add(result["source"])
-            row = _write(result, options)
+            mine[result["part"]] = result
+            if len(mine) < result["parts"]:
+                continue
+            row = _write([mine[i] for i in range(result["parts"])], options)
+            for part in mine.values():  # the audio and results are written: keep only the count
+                part.clear()
             manifest.write(json.dumps(asdict(row), ensure_ascii=False) + "\n")
             manifest.flush()
             if row.done:
@@ -225,22 +242,31 @@ def _results(ray: Any, todo: Sequence[BatchInput], options: BatchOptions, actors
     ds = ray.data.from_items([{"source": i.source, "key": i.key} for i in todo], override_num_blocks=len(todo))
     # Decoding is light next to transcription: a few long-lived decoders that reserve no CPU, so
     # they never wait for the replicas (a task per file would start a process per file).
-    ds = ds.map(Decoder, compute=ray.data.ActorPoolStrategy(size=max(1, -(-actors // DECODERS_PER))), num_cpus=0)
+    ds = ds.flat_map(Decoder, fn_constructor_kwargs={"chunk_s": options.chunk_s},
+                     compute=ray.data.ActorPoolStrategy(size=max(1, -(-actors // DECODERS_PER))), num_cpus=0)
     ds = ds.map(Transcriber, fn_constructor_kwargs={"model": options.model, "compute": options.compute,
                                                     "threads": options.threads, "transcribe": transcribe},
                 compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=options.threads)
     yield from ds.iter_rows()
 
 
-def _write(result: dict[str, Any], options: BatchOptions) -> ManifestRow:
-    common = {"path": result["source"], "key": result["key"], "duration": round(float(result["duration"]), 3),
-              "seconds": round(float(result["seconds"]), 3), "worker": result["worker"]}
-    if result["error"]:
-        return ManifestRow(**common, error=result["error"])
+def _write(results: Sequence[dict[str, Any]], options: BatchOptions) -> ManifestRow:
+    """Write an input's transcripts from the results of its parts, in order; its manifest row."""
+    first = results[0]
+    common = {"path": first["source"], "key": first["key"],
+              "duration": round(sum(float(r["duration"]) for r in results), 3),
+              "seconds": round(sum(float(r["seconds"]) for r in results), 3),
+              "worker": ",".join(dict.fromkeys(str(r["worker"]) for r in results))}
+    errors = [str(r["error"]) for r in results if r["error"]]
+    if errors:
+        return ManifestRow(**common, error="; ".join(errors))
+    from stenoflow.cluster.chunks import join_parts
     from stenoflow.output import write_outputs
 
-    segments, info = pickle.loads(result["result"])
-    key = Path(result["key"])
+    decoded = [pickle.loads(r["result"]) for r in results]  # our own replicas' output
+    segments = join_parts([(float(r["offset"]), segs) for r, (segs, _) in zip(results, decoded, strict=True)])
+    info = replace(decoded[0][1], duration=float(common["duration"]))
+    key = Path(first["key"])
     written = write_outputs(segments, info, key, options.output_dir / key.parent, options.formats)
     return ManifestRow(**common, language=info.language, text="".join(s.text for s in segments).strip(),
                        outputs=[p.relative_to(options.output_dir).as_posix() for p in written])
