@@ -54,6 +54,8 @@ def test_every_word_up_to_the_last_command_is_committed_once(base: Model, short_
     tail = ref[-(len(cards) + len(command)):]
     kept = {i for i, _, op in ops if op in ("equal", "sub")}
     assert all(i in kept for i in range(len(ref) - len(tail), len(ref))), (tail, run.text)
+    # ... and the silence after the last word adds none ("Thank you." on padding).
+    assert ops[-1][2] != "ins", run.text
     starts = [w.start for w in run.words]
     assert starts == sorted(starts)
 

@@ -9,7 +9,7 @@ from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
 from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
 from stenoflow.streaming.events import TimedWord
-from stenoflow.streaming.live import new_words
+from stenoflow.streaming.live import echo_length, new_words
 from stenoflow.streaming.live_round import Heard, HeardWord
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
@@ -142,6 +142,15 @@ def test_a_hearing_that_only_resembles_the_committed_end_is_new() -> None:
     assert new_words(seven, COMMITTED[:3], 8.6) == seven
     # A word heard again where it was committed is not new; the next one is.
     assert new_words([hw(" clubs.", 8.35, 8.6), *seven], COMMITTED[:3], 8.6) == seven
+
+
+def test_an_echo_is_the_longest_verbatim_repeat_of_the_committed_end() -> None:
+    echo = [hw(" Open", 9.9, 10.0), hw(" the", 10.0, 10.0), hw(" front", 10.0, 10.0), hw(" door", 10.0, 10.0)]
+    assert echo_length(echo, COMMITTED) == 4  # punctuation and case aside
+    assert echo_length([*echo[2:], hw(" Stop.", 10.1, 10.4)], COMMITTED) == 2
+    assert echo_length(echo[:3], COMMITTED) == 0  # "Open the front" is not how the committed words end
+    assert echo_length(echo[3:], COMMITTED) == 0  # one word alone is no echo
+    assert echo_length(echo, []) == 0 and echo_length([], COMMITTED) == 0
 
 
 # --- varied streams -------------------------------------------------------------------------

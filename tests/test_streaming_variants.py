@@ -45,7 +45,7 @@ def test_variants_set_their_stream_options() -> None:
 def test_the_ablation_adds_one_change_at_a_time_and_every_stage_is_valid() -> None:
     previous = None
     for stage in ABLATION:
-        options = parse_variant(stage.variant).apply(StreamOptions(step=stage.step, beam_size=stage.beam_size))
+        options = stage.options()
         assert options.step == stage.step and stage.compute in ("float32", "int8")
         if previous is not None and stage.label.startswith("+"):
             changed = {k for k in asdict(options) if asdict(options)[k] != asdict(previous[1])[k]}

@@ -108,8 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--align-frames", type=int, default=None,
                     help="live: a committed word was heard this many 20 ms frames before the audio's end")
     st.add_argument("--agree-rounds", type=int, default=None, help="live agreement: rounds that must agree")
-    st.add_argument("--commit-confident", type=float, default=None, metavar="P",
-                    help="live agreement: words at least this probable are final without a second round")
+    st.add_argument("--commit-confident", type=_probability_or_off, default=None, metavar="P",
+                    help="live agreement: words at least this probable are final without a second round "
+                         "(default 0.9; 'off': every word waits for a second round)")
     st.add_argument("--context", type=float, default=None, dest="context_s",
                     help="live: seconds of committed speech kept in the buffer")
     st.add_argument("--pipeline", default=None,
@@ -621,6 +622,16 @@ def cmd_stream(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probability_or_off(text: str) -> float | str:
+    """A probability in (0, 1], or "off"."""
+    if text == "off":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability or 'off', got {text!r}") from None
+
+
 def stream_options(args: argparse.Namespace) -> StreamOptions:
     """StreamOptions from the defaults, the variant, then each option given on the command line."""
     from stenoflow.streaming.session import StreamOptions
@@ -635,7 +646,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
                                                     "align_frames", "agree_rounds", "commit_confident", "context_s",
                                                     "language", "speculative", "medusa")
              if getattr(args, name) is not None}
-    options = replace(options, **given)
+    options = replace(options, **{k: None if v == "off" else v for k, v in given.items()})
     if options.policy != "live":
         return options
     if args.pipeline is None or args.pipeline == "profile":

@@ -36,7 +36,7 @@ from stenoflow.streaming.events import StreamingSession
 from stenoflow.streaming.offline import OfflineSession
 from stenoflow.streaming.session import StreamOptions
 from stenoflow.streaming.threads import stored_split, with_stored_split
-from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE, Stage, parse_variant
+from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE, Stage
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,7 @@ def stage_options(stage: Stage, model: str) -> StreamOptions:
     """The stream options of an ablation stage (a ``+pipe`` stage uses the stored thread split
     of ``model``, or one thread per executor if none was stored)."""
     split = stored_split(model, stage.compute)
-    base = StreamOptions(step=stage.step, beam_size=stage.beam_size)
-    return parse_variant(stage.variant).apply(base, split if isinstance(split, tuple) else None)
+    return stage.options(split if isinstance(split, tuple) else None)
 
 
 def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[BenchConfig]:
@@ -96,7 +95,8 @@ def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[Ben
     if unknown:
         raise ValueError(f"unknown ablation stage(s) {unknown}; known: {list(stages)}")
     default = StreamOptions()
-    extra = [Stage(v, v, DEFAULT_COMPUTE, default.step, default.beam_size) for v in options.variants]
+    extra = [Stage(v, v, DEFAULT_COMPUTE, default.step, default.beam_size, default.context_s, default.commit_confident)
+             for v in options.variants]
     for name in options.models:
         configs.append(BenchConfig(f"{name}/offline", lambda n=name: OfflineSession(models.get(n), 5),
                                    "offline", name, {"beam_size": 5, "compute": "float32"}))

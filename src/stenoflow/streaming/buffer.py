@@ -88,6 +88,12 @@ class AudioBuffer:
         hits = np.flatnonzero(loud)
         return None if hits.size == 0 else self.offset + (first + int(hits[0])) * SOUND_FRAME_S
 
+    def last_sound(self, lo: float, hi: float) -> float | None:
+        """Absolute time where the last sound between ``lo`` and ``hi`` ends, or None if quiet."""
+        first, loud = self._sound_frames(lo, hi)
+        hits = np.flatnonzero(loud)
+        return None if hits.size == 0 else self.offset + (first + int(hits[-1]) + 1) * SOUND_FRAME_S
+
     def sound_seconds(self, lo: float, hi: float) -> float:
         """Seconds of sound between absolute times ``lo`` and ``hi``."""
         _, loud = self._sound_frames(lo, hi)

@@ -15,9 +15,10 @@ Nothing heard is lost:
   words holds speech, is decoded again on that audio alone, without prompt or draft;
 * when the buffer must lose audio whose words are not final (rounds too slow to confirm them),
   those words are committed as last heard;
-* ``finish()`` decodes the audio after the committed words once more, unconditioned and padded
-  to 30 s as Whisper was trained, and commits all of it (or, if it hears nothing, the words the
-  last round left unconfirmed).
+* ``finish()`` decodes the audio after the committed words once more, up to its last sound,
+  unconditioned and padded to 30 s as Whisper was trained, and commits all of it (or, if it
+  hears nothing, the words the last round left unconfirmed); when the last round left no word
+  unconfirmed, only if that audio holds as much sound as makes a round deaf.
 
 Rounds run in two stages (encode and prefill, then decode); with a :class:`.pipeline.Pipeline`
 the encoder stage of round n+1 runs beside the decoding of round n on another executor. The
@@ -64,6 +65,8 @@ MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live
 CONTEXT_WORDS = 100  # committed words a hypothesis start is aligned with
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
 TIME_TOLERANCE_S = 0.1  # a word starting this little before the committed end is still new
+FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
+ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
 
 
 class LiveSession:
@@ -200,8 +203,16 @@ class LiveSession:
         first committed word in the hypothesis's audio; the last few committed words are always
         compared too, since word times at a buffer's end run early and the audio after them may
         still hold them."""
-        return new_words(words, self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :],
-                         self._committed_end)
+        fresh = new_words(words, self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :],
+                          self._committed_end)
+        k = echo_length(fresh, self._committed)
+        if k and self.buffer.sound_seconds(fresh[0].word.start, fresh[k - 1].word.end) < ECHO_SOUND_S:
+            # The decoder said the words just committed once more, over audio without sound
+            # (it loops past the end of speech): not speech, whatever its times say.
+            log.debug("dropped %r: an echo of the committed words over silence",
+                      "".join(w.word.word for w in fresh[:k]))
+            return fresh[k:]
+        return fresh
 
     def _unless_deaf(self, planned: RoundInput, heard: Heard, heard_before: int) -> tuple[Heard, bool]:
         """A round that heard no new word, or skipped sound before its first one, is decoded
@@ -241,10 +252,14 @@ class LiveSession:
     def _final_round(self) -> tuple[list[TimedWord], dict[str, float]]:
         forced = self._cap()
         start = max(self._committed_end, self.buffer.offset)
-        if not self._tail and self.buffer.sound_seconds(start, self.buffer.end) < 0.1:
+        last_sound = self.buffer.last_sound(start, self.buffer.end)
+        # The last round heard all the audio in context: with nothing left unconfirmed, only
+        # sound it was deaf to (as much as makes a round deaf) is decoded again. Padded silence
+        # after the last word is where Whisper writes "Thank you." or "Hello.".
+        if last_sound is None or (not self._tail and self.buffer.sound_seconds(start, self.buffer.end) < DEAF_SOUND_S):
             return forced, {}
         t0 = time.perf_counter()
-        heard = self._hear_alone(self.buffer.end, pad=True)
+        heard = self._hear_alone(min(self.buffer.end, last_sound + FINAL_SILENCE_S), pad=True)
         words = list(heard.words) if heard is not None and heard.words else self._tail
         if heard is not None and heard.words:
             # Word times at a buffer's end run early, so the audio after the last committed
@@ -381,6 +396,17 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     # times of words at the end of a buffer, so a start alone may fall a little early).
     fresh = [w for w in words if (w.word.start + w.word.end) / 2 >= committed_end - TIME_TOLERANCE_S]
     return drop_clipped_repeat(fresh, committed[-1:])
+
+
+def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord], shortest: int = 2) -> int:
+    """How many words at the start of ``words`` repeat the last committed words verbatim (the
+    longest such run of at least ``shortest`` words), or 0."""
+    keys = [word_key(w.word.word) for w in words]
+    ends = [word_key(w.word.word) for w in committed[-len(keys):]] if keys else []
+    for k in range(min(len(keys), len(ends)), shortest - 1, -1):
+        if keys[:k] == ends[len(ends) - k:]:
+            return k
+    return 0
 
 
 def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4) -> list[HeardWord]:

@@ -67,7 +67,7 @@ class StreamOptions:
     found fastest at its accuracy (see the README). Fields left at ``None`` or ``"auto"`` take
     the policy's and the model's own choice when a session opens (``resolved``)."""
 
-    step: float = 0.5  # seconds of new audio between rounds (back-to-back when rounds are slower)
+    step: float = 0.35  # seconds of new audio between rounds (back-to-back when rounds are slower)
     policy: str = "live"  # "live" or "whisper-s"
     beam_size: int = 1  # beams per round (1: greedy)
     # encode buffer ⊕ the model's hush word instead of padding to 30 s (None: when it has one)
@@ -105,8 +105,8 @@ class StreamOptions:
     commit_unsure_s: float = 0.0
     # live agreement: a word at least this probable is final in the first round that heard past
     # it (the AlignAtt rule), without waiting for the next round to agree (None: always wait).
-    commit_confident: float | None = None
-    context_s: float = 0.5  # live: committed speech kept in the buffer before the new words
+    commit_confident: float | None = 0.9
+    context_s: float = 3.0  # live: committed speech kept in the buffer before the new words
     intake_s: float | None = None  # live: most new audio a round takes (None: all that arrived)
     # live: run the encoder stage of the next round beside this round's decoding, on two
     # executors with (encoder, decoder) threads; None: one after the other on all threads.

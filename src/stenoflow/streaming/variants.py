@@ -85,13 +85,24 @@ def parse_variant(name: str) -> Variant:
 
 @dataclass(frozen=True)
 class Stage:
-    """One line of the ablation: a variant at a compute type, step and beam width."""
+    """One line of the ablation: a variant at a compute type, step and beam width, and the
+    live session's committed context and early commits."""
 
     label: str
     variant: str
     compute: str = "float32"
     step: float = 1.0
     beam_size: int = 5
+    context_s: float = 0.5
+    commit_confident: float | None = None
+
+    def options(self, pipeline: tuple[int, int] | None = None) -> StreamOptions:
+        """The stream options of this stage (``pipeline``: see ``Variant.apply``)."""
+        from stenoflow.streaming.session import StreamOptions
+
+        base = StreamOptions(step=self.step, beam_size=self.beam_size, context_s=self.context_s,
+                             commit_confident=self.commit_confident)
+        return parse_variant(self.variant).apply(base, pipeline)
 
 
 # The ablation in the order of WhisperFlow's Fig. 10: Whisper-Streaming as it was (30 s padding,
@@ -104,6 +115,8 @@ ABLATION = (
     Stage("+int8", "whisper-s+hush+verify+gate", "int8"),
     Stage("+greedy/step 0.5", "whisper-s+hush+verify", "int8", step=0.5, beam_size=1),
     Stage("+short buffers", "live+hush+draft", "int8", step=0.5, beam_size=1),
-    Stage("+pipelining", "live+hush+draft+pipe", "int8", step=0.5, beam_size=1),
-    Stage("alignatt", "live+hush+draft+alignatt", "int8", step=0.5, beam_size=1),
+    Stage("+context 3 s", "live+hush+draft", "int8", step=0.5, beam_size=1, context_s=3.0),
+    Stage("+step 0.35/confident", "live+hush+draft", "int8", 0.35, 1, 3.0, commit_confident=0.9),
+    Stage("+pipelining", "live+hush+draft+pipe", "int8", 0.35, 1, 3.0, commit_confident=0.9),
+    Stage("alignatt", "live+hush+draft+alignatt", "int8", 0.35, 1, 3.0),
 )
