@@ -256,10 +256,11 @@ class LiveSession:
         # The last round heard all the audio in context: with nothing left unconfirmed, only
         # sound it was deaf to (as much as makes a round deaf) is decoded again. Padded silence
         # after the last word is where Whisper writes "Thank you." or "Hello.".
-        if last_sound is None or (not self._tail and self.buffer.sound_seconds(start, self.buffer.end) < DEAF_SOUND_S):
+        if not self._tail and (last_sound is None or self.buffer.sound_seconds(start, self.buffer.end) < DEAF_SOUND_S):
             return forced, {}
         t0 = time.perf_counter()
-        heard = self._hear_alone(min(self.buffer.end, last_sound + FINAL_SILENCE_S), pad=True)
+        end = self.buffer.end if last_sound is None else min(self.buffer.end, last_sound + FINAL_SILENCE_S)
+        heard = self._hear_alone(end, pad=True)
         words = list(heard.words) if heard is not None and heard.words else self._tail
         if heard is not None and heard.words:
             # Word times at a buffer's end run early, so the audio after the last committed
