@@ -646,7 +646,9 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
                                                     "align_frames", "agree_rounds", "commit_confident", "context_s",
                                                     "language", "speculative", "medusa")
              if getattr(args, name) is not None}
-    options = replace(options, **{k: None if v == "off" else v for k, v in given.items()})
+    if given.get("commit_confident") == "off":
+        given["commit_confident"] = None
+    options = replace(options, **given)
     if options.policy != "live":
         return options
     if args.pipeline is None or args.pipeline == "profile":
