@@ -69,6 +69,9 @@ def test_numbers_become_digits(text: str, expected: str) -> None:
 def test_spoken_and_written_numbers_agree() -> None:
     assert normalize_text("I paid twenty-five dollars") == normalize_text("I paid $25")
     assert normalize_text("in nineteen eighty four") == normalize_text("in 1984")
+    spoken = normalize_text("It costs seventeen dollars and sixty-seven cents, or nine pounds and five pence.")
+    assert spoken == normalize_text("It costs $17.67, or \u00a39.05.")
+    assert normalize_text("$3.5 and \u20ac4.125") == "3.5 dollars and 4.125 euros"  # not amounts in cents
 
 
 def test_options_switch_rules_off() -> None:

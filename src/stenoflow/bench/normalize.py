@@ -10,7 +10,8 @@ other reports) but are deliberately smaller and written from scratch:
 * text in brackets, parentheses and braces removed (sound tags such as "[music]");
 * contractions expanded (won't -> will not, can't -> can not, n't -> not, 're -> are, ...);
 * spelled-out numbers turned into digits ("one hundred and five" -> "105", "nineteen eighty
-  four" -> "1984"), thousands separators dropped, "$5" -> "5 dollars", "5%" -> "5 percent";
+  four" -> "1984"), thousands separators dropped, "$5" -> "5 dollars", "$5.07" -> "5 dollars and 7 cents",
+  "5%" -> "5 percent";
 * punctuation and symbols removed, apostrophes dropped, whitespace collapsed;
 * fillers (uh, um, hmm, ...) removed, a few British spellings and titles made uniform.
 
@@ -169,10 +170,15 @@ _TYPOGRAPHY = str.maketrans(
 )
 _ACRONYM = re.compile(r"(?<![a-z0-9])((?:[a-z]\.){2,})")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_CURRENCY = (
-    (re.compile(r"\$\s*(\d+(?:\.\d+)?)"), r"\1 dollars"),
-    (re.compile(r"\u00a3\s*(\d+(?:\.\d+)?)"), r"\1 pounds"),
-    (re.compile(r"\u20ac\s*(\d+(?:\.\d+)?)"), r"\1 euros"),
+# An amount with cents is said in two units ("$17.67": "seventeen dollars and sixty-seven cents").
+_CURRENCY_UNITS = (("$", "dollars", "cents"), ("\u00a3", "pounds", "pence"), ("\u20ac", "euros", "cents"))
+_AMOUNTS = tuple(
+    (re.compile(re.escape(symbol) + r"\s*(\d+)\.(\d\d)(?!\d)"),
+     lambda m, unit=unit, sub=sub: f"{m.group(1)} {unit} and {int(m.group(2))} {sub}")
+    for symbol, unit, sub in _CURRENCY_UNITS
+)
+_CURRENCY = tuple(
+    (re.compile(re.escape(symbol) + r"\s*(\d+(?:\.\d+)?)"), rf"\1 {unit}") for symbol, unit, _ in _CURRENCY_UNITS
 )
 _PERCENT = re.compile(r"(\d)\s*%")
 _DECIMAL_POINT = re.compile(r"(?<=\d)\.(?=\d)")
@@ -210,6 +216,8 @@ def normalize_text(text: str, options: NormalizeOptions = DEFAULT_OPTIONS) -> st
     text = text.replace("'", "")
     text = text.replace("&", " and ")
     text = _THOUSANDS.sub("", text)
+    for amount, spoken in _AMOUNTS:
+        text = amount.sub(spoken, text)
     for pattern, replacement in _CURRENCY:
         text = pattern.sub(replacement, text)
     text = _PERCENT.sub(r"\1 percent", text)
