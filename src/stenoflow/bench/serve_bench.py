@@ -62,12 +62,12 @@ def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
     del gold_model
     rows = []
     for n in options.clients:
-        with Server(options) as server:
+        with Server(options, out_dir / "server.log") as server:
             rows.append(asyncio.run(_run_clients(server, clips[:n], audios[:n], gold[:n])))
         log.info("%s", rows[-1])
     drift = None
     if drift_clip is not None:
-        with Server(options) as server:
+        with Server(options, out_dir / "server.log") as server:
             drift = asyncio.run(_run_drift(server, drift_clip, drift_gold))
         log.info("drift: %s", drift)
     table = format_table(rows) + ("\n\n" + format_drift(drift) if drift is not None else "")
@@ -81,10 +81,12 @@ def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
 
 
 class Server:
-    """``stenoflow serve`` in a child process on a free port, for the length of a ``with``."""
+    """``stenoflow serve`` in a child process on a free port, for the length of a ``with``; its log
+    goes to ``log_path`` (appended), or nowhere."""
 
-    def __init__(self, options: ServeBenchOptions) -> None:
+    def __init__(self, options: ServeBenchOptions, log_path: Path | None = None) -> None:
         self.options = options
+        self.log_path = log_path
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
@@ -97,7 +99,12 @@ class Server:
         if self.options.compute:
             args += ["--compute", self.options.compute]
         env = {k: v for k, v in os.environ.items() if k != "STENOFLOW_API_KEY"}
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        if self.log_path is None:
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        else:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.log_path.open("ab") as log_file:  # the child keeps its own copy of the handle
+                self.proc = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

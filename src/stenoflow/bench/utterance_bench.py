@@ -69,7 +69,8 @@ def run_utterance_bench(options: UtteranceBenchOptions, out_dir: Path) -> str:
     audio = clip.load_audio()
     rows: list[dict[str, object]] = []
     curves: dict[str, list[dict[str, float]]] = {}
-    with Server(ServeBenchOptions(model=options.remote, compute=options.compute, threads=options.threads)) as server:
+    with Server(ServeBenchOptions(model=options.remote, compute=options.compute, threads=options.threads),
+                out_dir / "server.log") as server:
         offload = OffloadOptions(server.url, options.offload_perplexity)
         for name in options.models:
             model = load_model(name, compute=options.compute)
