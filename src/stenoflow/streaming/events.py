@@ -7,6 +7,8 @@ from typing import Protocol
 
 import numpy as np
 
+SENTENCE_END = (".", "?", "!", "。", "？", "！")  # what a word ending a sentence ends with
+
 
 @dataclass(frozen=True)
 class TimedWord:

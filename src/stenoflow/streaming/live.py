@@ -40,7 +40,7 @@ from stenoflow.memory import HeapTrimmer
 from stenoflow.streaming.agreement import tail_prefix_alignment, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
-from stenoflow.streaming.events import StreamUpdate, TimedWord
+from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
 from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.live_round import Encoded, Heard, HeardWord, LiveRound, RoundInput
 
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SENTENCE_END = (".", "?", "!", "。", "？", "！")
 SNAP_S = 0.1  # a cut between two words moves to the quietest point this close to their boundary
 ONSET_LEAD_S = 0.3  # audio kept before the first sound when silence is cut away
 SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer keeps

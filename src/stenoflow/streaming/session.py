@@ -23,7 +23,7 @@ import numpy as np
 from stenoflow.decoding.options import DecodingOptions, verify_options
 from stenoflow.streaming.agreement import AgreementOptions, LocalAgreement
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
-from stenoflow.streaming.events import StreamingSession, StreamUpdate, TimedWord
+from stenoflow.streaming.events import SENTENCE_END, StreamingSession, StreamUpdate, TimedWord
 from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.policy import PreviousRound, RoundResult, resolve_policy
 from stenoflow.streaming.prompt import build_prompt, prompt_horizon
@@ -46,7 +46,6 @@ SKIP_HOLD_S = 8.0
 # buffer is cut to just before the sound: Whisper tends to pass over speech that follows a long
 # pause at the start of its window, and a round that hears the speech first does not.
 SKIP_PAUSE_S = 1.0
-SENTENCE_END = (".", "?", "!", "。", "？", "！")
 
 
 GUIDES = {"whisper-s": ("prune", "verify"), "live": ("draft",)}
