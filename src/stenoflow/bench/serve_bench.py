@@ -71,7 +71,7 @@ def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
             drift = asyncio.run(_run_drift(server, drift_clip, drift_gold))
         log.info("drift: %s", drift)
     table = format_table(rows) + ("\n\n" + format_drift(drift) if drift is not None else "")
-    write_results(out_dir, "serve", "Server benchmark", options, rows, table,
+    write_results(out_dir, "serve", "Server benchmark", options, rows + ([{"drift": drift}] if drift else []), table,
                   "Each client streams its own recording at 1x real time in 0.1 s chunks over /v1/stream. Latency: "
                   "when a committed word reached the client minus the word's end in the reference. CPU: server CPU "
                   "seconds per audio second per session. Kept up: every stream's last word arrived within "
