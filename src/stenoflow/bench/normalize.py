@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -170,15 +171,22 @@ _TYPOGRAPHY = str.maketrans(
 )
 _ACRONYM = re.compile(r"(?<![a-z0-9])((?:[a-z]\.){2,})")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-# An amount with cents is said in two units ("$17.67": "seventeen dollars and sixty-seven cents").
+# An amount with cents is said in two units ("$17.67": "seventeen dollars and sixty-seven cents");
+# other amounts in one ("$5": "5 dollars", "$3.5": "3.5 dollars").
 _CURRENCY_UNITS = (("$", "dollars", "cents"), ("\u00a3", "pounds", "pence"), ("\u20ac", "euros", "cents"))
-_AMOUNTS = tuple(
-    (re.compile(re.escape(symbol) + r"\s*(\d+)\.(\d\d)(?!\d)"),
-     lambda m, unit=unit, sub=sub: f"{m.group(1)} {unit} and {int(m.group(2))} {sub}")
-    for symbol, unit, sub in _CURRENCY_UNITS
-)
+
+
+def _say_amount(unit: str, sub: str) -> Callable[[re.Match[str]], str]:
+    def say(m: re.Match[str]) -> str:
+        whole, cents, decimals = m.group(1), m.group(2), m.group(3) or ""
+        return f"{whole} {unit} and {int(cents)} {sub}" if cents else f"{whole}{decimals} {unit}"
+
+    return say
+
+
 _CURRENCY = tuple(
-    (re.compile(re.escape(symbol) + r"\s*(\d+(?:\.\d+)?)"), rf"\1 {unit}") for symbol, unit, _ in _CURRENCY_UNITS
+    (re.compile(re.escape(symbol) + r"\s*(\d+)(?:\.(\d\d)(?!\d)|(\.\d+))?"), _say_amount(unit, sub))
+    for symbol, unit, sub in _CURRENCY_UNITS
 )
 _PERCENT = re.compile(r"(\d)\s*%")
 _DECIMAL_POINT = re.compile(r"(?<=\d)\.(?=\d)")
@@ -216,10 +224,8 @@ def normalize_text(text: str, options: NormalizeOptions = DEFAULT_OPTIONS) -> st
     text = text.replace("'", "")
     text = text.replace("&", " and ")
     text = _THOUSANDS.sub("", text)
-    for amount, spoken in _AMOUNTS:
-        text = amount.sub(spoken, text)
-    for pattern, replacement in _CURRENCY:
-        text = pattern.sub(replacement, text)
+    for pattern, say in _CURRENCY:
+        text = pattern.sub(say, text)
     text = _PERCENT.sub(r"\1 percent", text)
     text = _DECIMAL_POINT.sub(_DECIMAL_MARK, text)
     text = _PUNCTUATION.sub(f" {_BREAK} ", text)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,13 +62,14 @@ def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
     drift_gold = gold_words(drift_clip, gold_model) if drift_clip is not None else []
     del gold_model
     rows = []
+    server_log = out_dir / "server.log"
     for n in options.clients:
-        with Server(options, out_dir / "server.log") as server:
+        with Server(options, server_log) as server:
             rows.append(asyncio.run(_run_clients(server, clips[:n], audios[:n], gold[:n])))
         log.info("%s", rows[-1])
     drift = None
     if drift_clip is not None:
-        with Server(options, out_dir / "server.log") as server:
+        with Server(options, server_log) as server:
             drift = asyncio.run(_run_drift(server, drift_clip, drift_gold))
         log.info("drift: %s", drift)
     table = format_table(rows) + ("\n\n" + format_drift(drift) if drift is not None else "")
@@ -99,12 +101,11 @@ class Server:
         if self.options.compute:
             args += ["--compute", self.options.compute]
         env = {k: v for k, v in os.environ.items() if k != "STENOFLOW_API_KEY"}
-        if self.log_path is None:
-            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        else:
+        if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with self.log_path.open("ab") as log_file:  # the child keeps its own copy of the handle
-                self.proc = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+        # The child keeps its own copy of the log's handle.
+        with self.log_path.open("ab") if self.log_path is not None else nullcontext(subprocess.DEVNULL) as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
