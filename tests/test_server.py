@@ -179,6 +179,10 @@ def test_a_vanished_client_and_a_session_limit_leave_the_server_serving(server: 
         await gone.send(json.dumps({"format": "s16le"}))
         await gone.send(pcm16(jfk_audio[:32000]))
         gone.transport.abort()  # no close handshake: the client just vanishes
+        deadline = time.monotonic() + 60  # the server notices, ends that stream and frees its place
+        while json.loads(get(f"{server}/health")[1])["sessions"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert json.loads(get(f"{server}/health")[1])["sessions"] == 0
         held = []
         for _ in range(4):
             ws = await websockets.connect(url, additional_headers={"Authorization": f"Bearer {KEY}"})

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from stenoflow.output import FORMATS
+from stenoflow.server.options import ServerOptions
 from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE
 
 if TYPE_CHECKING:
@@ -162,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-upload-mb", type=float, default=100.0, help="largest file POSTed for transcription")
     sv.add_argument("--max-sessions", type=int, default=16, help="WebSocket streams open at once")
     sv.add_argument("--idle-timeout", type=float, default=30.0, help="seconds a stream may send nothing")
+    sv.add_argument("--batch", type=int, default=ServerOptions.batch,
+                    help="sessions whose rounds run together, decoder passes merged (1: one at a time)")
     sv.add_argument("--max-message-kb", type=float, default=1024.0, help="largest WebSocket message")
     sv.add_argument("--ray-address", default=None,
                     help="serve through Ray Serve on this cluster (auto, host:port, or local for a local Ray): "
@@ -759,7 +762,6 @@ def cmd_listen(args: argparse.Namespace) -> int:
 
 
 def utterance_options(args: argparse.Namespace) -> tuple[UtteranceOptions, OffloadOptions | None]:
-    from stenoflow.server.options import ServerOptions
     from stenoflow.utterance.offload import OffloadOptions
     from stenoflow.utterance.options import UtteranceOptions
 
@@ -778,11 +780,11 @@ def utterance_options(args: argparse.Namespace) -> tuple[UtteranceOptions, Offlo
 def cmd_serve(args: argparse.Namespace) -> int:
     from stenoflow.api import load_model
     from stenoflow.server.app import serve
-    from stenoflow.server.options import ServerOptions
 
     options = ServerOptions(host=args.host, port=args.port, api_key=ServerOptions.key_from_env(args.api_key),
                             max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), max_sessions=args.max_sessions,
-                            idle_timeout_s=args.idle_timeout, max_message_bytes=int(args.max_message_kb * 1024))
+                            idle_timeout_s=args.idle_timeout, max_message_bytes=int(args.max_message_kb * 1024),
+                            batch=args.batch)
     if args.ray_address is not None:
         from stenoflow.cluster.serving import ServeOptions, run_serve
 

@@ -30,9 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from stenoflow.model.kv_cache import SelfAttentionCache
+from stenoflow.model.kv_cache import CrossKV, SelfAttentionCache
 from stenoflow.model.quant import Int8Linear, quantize_linear_layers
-from stenoflow.model.whisper import ResidualAttentionBlock, TextDecoder, causal_mask
+from stenoflow.model.whisper import PassPart, ResidualAttentionBlock, TextDecoder, causal_mask
 
 MEDUSA_KINDS = ("linear", "block")
 FORMAT = "stenoflow-medusa-1"
@@ -115,9 +115,10 @@ class MedusaHeads(nn.Module):
         block's keys/values of earlier positions (None: ``x`` starts at position 0, no cache)."""
         if self.block is not None:
             offset = cache.length if cache is not None else 0
-            t = x.shape[1]
+            b, t, d = x.shape
             mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
-            x, _ = self.block.decoder_forward(x, cross_k, cross_v, cache, 0, mask)
+            part = PassPart(b, t, CrossKV([cross_k], [cross_v]), cache, offset, mask, record=False)
+            x = self.block.decoder_forward(x.reshape(b * t, d), [part], 0)[0].view(b, t, d)
             if cache is not None:
                 cache.length = offset + t
         return decoder.ln(x)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +22,9 @@ from torch import Tensor, nn
 
 from stenoflow.model.dims import ModelDims
 from stenoflow.model.kv_cache import CrossKV, SelfAttentionCache
+
+if TYPE_CHECKING:
+    from stenoflow.model.pass_batch import PassBatcher
 
 
 def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> Tensor:
@@ -84,58 +89,94 @@ class MultiHeadAttention(nn.Module):
         self.qkv = qkv.requires_grad_(self.query.weight.requires_grad)
 
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v of ``x`` (..., D), each (..., D): one GEMM when fused."""
         if self.qkv is None:
-            return self.heads(self.query(x)), self.heads(self.key(x)), self.heads(self.value(x))
+            return self.query(x), self.key(x), self.value(x)
         q, k, v = self.qkv(x).chunk(3, dim=-1)
-        return self.heads(q), self.heads(k), self.heads(v)
+        return q, k, v
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return self.heads(self.key(x)), self.heads(self.value(x))
 
     def encoder_forward(self, x: Tensor) -> Tensor:
-        q, k, v = self.project_qkv(x)
+        q, k, v = (self.heads(y) for y in self.project_qkv(x))
         return self.out(self.merge(F.scaled_dot_product_attention(q, k, v)))
 
-    def cached_forward(
-        self, x: Tensor, cache: SelfAttentionCache | None, layer: int, mask: Tensor | None
-    ) -> Tensor:
-        """Causal self-attention; without a cache (training) the keys are only this call's."""
+    def cached_forward(self, x: Tensor, parts: Sequence[PassPart], layer: int) -> Tensor:
+        """Causal self-attention of each part's rows of the packed ``x`` (R, D) over its own cache
+        at ``layer`` (no cache: over this call's keys only, as in training). The projections run
+        once over all rows; only the attention itself is per part."""
         q, k, v = self.project_qkv(x)
-        if cache is not None:
-            k, v = cache.write(layer, k, v, cache.length)
-        return self.out(self.merge(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
+        outs = []
+        for p, qp, kp, vp in zip(parts, p_split(q, parts), p_split(k, parts), p_split(v, parts), strict=True):
+            qh, kh, vh = (self.heads(y.view(p.batch, p.length, -1)) for y in (qp, kp, vp))
+            if p.cache is not None:
+                kh, vh = p.cache.write(layer, kh, vh, p.offset)
+            out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=p.mask)
+            outs.append(self.merge(out).reshape(p.rows, -1))
+        return self.out(p_cat(outs))
 
-    def cross_forward(self, x: Tensor, k: Tensor, v: Tensor,
-                      heads: Sequence[int] = ()) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, D) attends to one audio's k, v (1, H, S, D/H), or to one per row (B, H, S, D/H).
+    def cross_forward(self, x: Tensor, parts: Sequence[PassPart], layer: int) -> tuple[Tensor, list[Tensor | None]]:
+        """Each part's rows of the packed ``x`` (R, D) attend to its audio's keys/values at
+        ``layer`` (1 or B, H, S, D/H). With one audio shared by B beams, the beams are folded into
+        the query axis: one attention over (1, H, B*T) queries reads the keys once instead of B
+        broadcast copies (cross-attention has no mask, so this is the same computation).
 
-        With one audio shared by B beams, the beams are folded into the query axis: one
-        attention over (1, H, B*T) queries reads the keys once instead of B broadcast copies.
-        Cross-attention has no mask, so this is the same computation.
-
-        ``heads``: also return those heads' attention weights (B, len(heads), T, S), which
-        word alignment reads (a small product next to the attention itself).
-        """
-        b, t, d = x.shape
+        Per part, also returns the pre-softmax scores (B, H, T, S) when it asks for them
+        (``return_qk``), or the attention weights (B, h, T, S) of the alignment heads its cache
+        records (a small product next to the attention itself), else None."""
         q = self.query(x)
-        if k.shape[0] == 1 and b > 1:
-            out = self.merge(F.scaled_dot_product_attention(self.heads(q.reshape(1, b * t, d)), k, v)).reshape(b, t, d)
-        else:
-            out = self.merge(F.scaled_dot_product_attention(self.heads(q), k, v))
-        weights = None
-        if heads:
-            index = torch.tensor(heads, device=x.device)
-            qh = self.heads(q).index_select(1, index)  # (B, h, T, D/H)
-            kh = k.index_select(1, index)  # (1 or B, h, S, D/H)
-            weights = ((qh @ kh.transpose(-1, -2)) / math.sqrt(qh.shape[-1])).float().softmax(dim=-1)
-        return self.out(out), weights
+        outs: list[Tensor] = []
+        extras: list[Tensor | None] = []
+        for p, qp in zip(parts, p_split(q, parts), strict=True):
+            k, v = p.cross.k[layer], p.cross.v[layer]
+            qh = self.heads(qp.view(p.batch, p.length, -1))  # (B, H, T, D/H)
+            extra = None
+            if p.return_qk:
+                kb = k.expand(p.batch, -1, -1, -1)
+                extra = (qh @ kb.transpose(-1, -2)) / math.sqrt(qh.shape[-1])
+                out = extra.float().softmax(dim=-1).to(qh.dtype) @ v
+            else:
+                if k.shape[0] == 1 and p.batch > 1:
+                    out = F.scaled_dot_product_attention(self.heads(qp.view(1, p.rows, -1)), k, v)
+                else:
+                    out = F.scaled_dot_product_attention(qh, k, v)
+                heads = p.cache.heads_of_layer(layer) if p.record and p.cache is not None else ()
+                if heads:
+                    index = torch.tensor(heads, device=x.device)
+                    qs, ks = qh.index_select(1, index), k.index_select(1, index)
+                    extra = ((qs @ ks.transpose(-1, -2)) / math.sqrt(qs.shape[-1])).float().softmax(dim=-1)
+            outs.append(self.merge(out).reshape(p.rows, -1))
+            extras.append(extra)
+        return self.out(p_cat(outs)), extras
 
-    def cross_forward_qk(self, x: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Cross-attention that also returns the pre-softmax scores (B, H, T, S) for alignment."""
-        q = self.heads(self.query(x))
-        qk = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-        w = qk.float().softmax(dim=-1).to(q.dtype)
-        return self.out(self.merge(w @ v)), qk
+
+@dataclass
+class PassPart:
+    """One caller's share of a (packed) decoder pass: ``batch`` rows of ``length`` new tokens at
+    positions ``offset``.. of its own cache, attending to its own audio (``cross``)."""
+
+    batch: int
+    length: int
+    cross: CrossKV
+    cache: SelfAttentionCache | None
+    offset: int
+    mask: Tensor | None
+    record: bool = True  # store the alignment heads' attention in the cache (if it has any)
+    return_qk: bool = False  # return every head's cross-attention scores instead
+
+    @property
+    def rows(self) -> int:
+        return self.batch * self.length
+
+
+def p_split(x: Tensor, parts: Sequence[PassPart]) -> Sequence[Tensor]:
+    """The packed rows ``x`` (R, ...) of each part."""
+    return (x,) if len(parts) == 1 else x.split([p.rows for p in parts])
+
+
+def p_cat(xs: Sequence[Tensor]) -> Tensor:
+    return xs[0] if len(xs) == 1 else torch.cat(list(xs))
 
 
 class ResidualAttentionBlock(nn.Module):
@@ -152,19 +193,15 @@ class ResidualAttentionBlock(nn.Module):
         x = x + self.attn.encoder_forward(self.attn_ln(x))
         return x + self.mlp(self.mlp_ln(x))
 
-    def decoder_forward(self, x: Tensor, cross_k: Tensor, cross_v: Tensor, cache: SelfAttentionCache | None,
-                        layer: int, mask: Tensor | None, heads: Sequence[int] = (),
-                        return_qk: bool = False) -> tuple[Tensor, Tensor | None]:
-        """A decoder block on new positions x (B, T, D): causal self-attention (earlier keys in
-        ``cache`` at ``layer``; None: x starts at position 0), cross-attention to ``cross_k/v``, MLP.
-        Also returns the cross-attention scores (``return_qk``) or the weights of ``heads``."""
+    def decoder_forward(self, x: Tensor, parts: Sequence[PassPart], layer: int) -> tuple[Tensor, list[Tensor | None]]:
+        """A decoder block on the packed new positions ``x`` (R, D) of ``parts``: causal
+        self-attention (earlier keys in each part's cache at ``layer``), cross-attention to each
+        part's audio, MLP. Also returns, per part, what ``cross_forward`` returns beside."""
         assert self.cross_attn is not None and self.cross_attn_ln is not None
-        x = x + self.attn.cached_forward(self.attn_ln(x), cache, layer, mask)
-        h = self.cross_attn_ln(x)
-        out, extra = self.cross_attn.cross_forward_qk(h, cross_k, cross_v) if return_qk \
-            else self.cross_attn.cross_forward(h, cross_k, cross_v, heads)
+        x = x + self.attn.cached_forward(self.attn_ln(x), parts, layer)
+        out, extras = self.cross_attn.cross_forward(self.cross_attn_ln(x), parts, layer)
         x = x + out
-        return x + self.mlp(self.mlp_ln(x)), extra
+        return x + self.mlp(self.mlp_ln(x)), extras
 
 
 class AudioEncoder(nn.Module):
@@ -191,6 +228,15 @@ class AudioEncoder(nn.Module):
         return self.ln_post(x)
 
 
+@dataclass
+class DecoderCall:
+    """A decoder pass asked for: new tokens (B, T) after what ``cache`` holds, over ``cross``'s audio."""
+
+    tokens: Tensor
+    cross: CrossKV
+    cache: SelfAttentionCache | None
+
+
 class TextDecoder(nn.Module):
     def __init__(self, dims: ModelDims) -> None:
         super().__init__()
@@ -207,6 +253,8 @@ class TextDecoder(nn.Module):
         # (D, V) matrix runs about twice as fast on CPU as F.linear against the (V, D) table,
         # and this product is the largest of a decoding step.
         self.proj_t: Tensor | None = None
+        # Set by a server whose sessions share this model: merges their decoder passes.
+        self.batcher: PassBatcher | None = None
 
     def cross_kv(self, audio_features: Tensor) -> CrossKV:
         """Project the encoder output once into every layer's cross-attention keys and values."""
@@ -254,26 +302,47 @@ class TextDecoder(nn.Module):
     def hidden(self, tokens: Tensor, cross: CrossKV, cache: SelfAttentionCache | None,
                return_cross_qk: bool = False) -> tuple[Tensor, list[Tensor] | None]:
         """The residual stream after the last block (B, T, D), before the final layer norm: what
-        the output projection reads, and what Medusa heads read too."""
-        offset = cache.length if cache is not None else 0
-        t = tokens.shape[1]
-        x = self.token_embedding(tokens) + self.positional_embedding[offset : offset + t]
-        mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
-        if return_cross_qk:
-            cross = cross.expand(tokens.shape[0])
-        qks: list[Tensor] | None = [] if return_cross_qk else None
+        the output projection reads, and what Medusa heads read too.
+
+        With a ``batcher`` (a server's sessions sharing this model), a cached pass from one of its
+        jobs waits for the passes of the other jobs and runs in one forward with them."""
+        call = DecoderCall(tokens, cross, cache)
+        if self.batcher is not None and cache is not None and not return_cross_qk and self.batcher.joined():
+            return self.batcher.submit(call), None
+        xs, qks = self.hidden_many([call], return_cross_qk)
+        return xs[0], None if qks is None else qks[0]
+
+    def hidden_many(self, calls: Sequence[DecoderCall],
+                    return_cross_qk: bool = False) -> tuple[list[Tensor], list[list[Tensor]] | None]:
+        """``hidden`` of several callers' passes in one forward: their rows are packed into one
+        matrix for every linear layer (the weights are read once for all), and only attention
+        runs per caller, over its own cache and audio. Each caller gets what a pass of its own
+        gives (the same in float32; in int8 the few-row kernel quantises the packed activations
+        with one scale, as it does for the beams of one caller)."""
+        parts: list[PassPart] = []
+        xs: list[Tensor] = []
+        for c in calls:
+            offset = c.cache.length if c.cache is not None else 0
+            b, t = c.tokens.shape
+            x = self.token_embedding(c.tokens) + self.positional_embedding[offset : offset + t]
+            xs.append(x.reshape(b * t, -1))
+            mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
+            parts.append(PassPart(b, t, c.cross, c.cache, offset, mask, return_qk=return_cross_qk))
+        x = p_cat(xs)
+        qks: list[list[Tensor]] | None = [[] for _ in calls] if return_cross_qk else None
         for i, block in enumerate(self.blocks):
-            heads = cache.heads_of_layer(i) if cache is not None and qks is None else ()
-            x, extra = block.decoder_forward(x, cross.k[i], cross.v[i], cache, i, mask, heads, qks is not None)
-            if qks is not None:
-                assert extra is not None
-                qks.append(extra)
-            elif extra is not None:
-                assert cache is not None
-                cache.record_attention(i, extra, offset)
-        if cache is not None:
-            cache.length = offset + t
-        return x, qks
+            x, extras = block.decoder_forward(x, parts, i)
+            for j, (p, extra) in enumerate(zip(parts, extras, strict=True)):
+                if qks is not None:
+                    assert extra is not None
+                    qks[j].append(extra)
+                elif extra is not None:
+                    assert p.cache is not None
+                    p.cache.record_attention(i, extra, p.offset)
+        for p in parts:
+            if p.cache is not None:
+                p.cache.length = p.offset + p.length
+        return [y.view(p.batch, p.length, -1) for p, y in zip(parts, p_split(x, parts), strict=True)], qks
 
     def logits_of(self, x: Tensor, last_only: bool = False, logits_at: Tensor | None = None) -> Tensor:
         """Logits of the residual stream ``x`` (B, T, D): at every position, the last, or ``logits_at``."""

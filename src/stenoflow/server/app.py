@@ -34,7 +34,7 @@ def web_asset(name: str) -> str:
 
 def create_app(model: Model, options: ServerOptions) -> FastAPI:
     metrics = Metrics()
-    scheduler = ModelScheduler(metrics)
+    scheduler = ModelScheduler(metrics, model.whisper.decoder, options.batch)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -20,12 +20,15 @@ class ServerOptions:
     # Audio a stream may have received and not yet processed; past it the server stops reading the
     # socket until the rounds catch up (backpressure: the client's sends slow down, nothing is dropped).
     max_pending_s: float = 30.0
+    # Sessions whose rounds run together, their decoder passes merged into one forward (1: one
+    # round at a time, unmerged).
+    batch: int = 4
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"port must be in 1..65535, got {self.port}")
-        if min(self.max_upload_bytes, self.max_sessions, self.max_message_bytes) < 1:
-            raise ValueError("max_upload_bytes, max_sessions and max_message_bytes must be >= 1")
+        if min(self.max_upload_bytes, self.max_sessions, self.max_message_bytes, self.batch) < 1:
+            raise ValueError("max_upload_bytes, max_sessions, max_message_bytes and batch must be >= 1")
         if not (self.idle_timeout_s > 0 and self.max_pending_s > 0):
             raise ValueError("idle_timeout_s and max_pending_s must be > 0")
         if self.api_key is not None and not self.api_key.strip():
