@@ -70,6 +70,29 @@ def test_a_client_that_reads_nothing_until_the_end_still_gets_every_word(server:
     assert sum(w in words(committed_text(events)) for w in words(JFK_TEXT)) >= len(words(JFK_TEXT)) - 2
 
 
+def test_concurrent_streams_share_decoder_passes_and_each_gets_its_words(server: str, jfk_audio: np.ndarray) -> None:
+    def passes() -> tuple[float, float]:
+        text = get(f"{server}/metrics", KEY)[1]
+        value = {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line.startswith("stenoflow_")}
+        return value["stenoflow_decoder_passes_total"], value["stenoflow_decoder_pass_calls_total"]
+
+    clips = [jfk_audio, jfk_audio[3 * 16000 :], np.concatenate([jfk_audio[5 * 16000 :], jfk_audio[: 5 * 16000]])]
+    passes_before, calls_before = passes()
+
+    async def together() -> list[list[dict[str, object]]]:
+        return list(await asyncio.gather(*(stream_file(server, clip, pause_s=0.01) for clip in clips)))
+
+    results = asyncio.run(together())
+    passes_after, calls_after = passes()
+    for events in results:
+        assert events[-1]["type"] == "end"
+    heard = [words(committed_text(events)) for events in results]
+    assert sum(w in heard[0] for w in words(JFK_TEXT)) >= len(words(JFK_TEXT)) - 2
+    assert "fellow" not in heard[1] and {"fellow", "americans"} <= set(heard[2])  # no stream hears another
+    # Passes of different streams met in one forward: more passes asked for than forwards run.
+    assert calls_after - calls_before > passes_after - passes_before > 0
+
+
 def test_the_openai_client_transcribes_a_file(server: str, jfk_path: Path) -> None:
     from openai import OpenAI
 

@@ -79,7 +79,8 @@ def create_app(model: Model, options: ServerOptions) -> FastAPI:
 
     @app.get("/metrics")
     async def prometheus() -> PlainTextResponse:
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+        passes = scheduler.batcher.stats if scheduler.batcher is not None else None
+        return PlainTextResponse(metrics.render(passes), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/models")
     async def models() -> dict[str, object]:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stenoflow.model.pass_batch import PassStats
 
 
 @dataclass
@@ -32,7 +36,8 @@ class Metrics:
         with self.lock:
             self.errors[code] += 1
 
-    def render(self) -> str:
+    def render(self, passes: PassStats | None = None) -> str:
+        """The Prometheus text; ``passes``: the merged decoder passes of a batching scheduler."""
         with self.lock:
             rtf = self.round_seconds_total / self.stream_audio_seconds_total if self.stream_audio_seconds_total else 0.0
             lines = [
@@ -52,6 +57,11 @@ class Metrics:
                 _metric("transcription_seconds_total", "counter", "compute seconds in REST transcription",
                         self.transcription_seconds_total),
                 _metric("queue_depth", "gauge", "model jobs waiting or running", self.queue_depth),
+                *([] if passes is None else [
+                    _metric("decoder_passes_total", "counter", "decoder forwards run for sessions' jobs", passes.passes),
+                    _metric("decoder_pass_calls_total", "counter",
+                            "decoder passes asked for (over decoder_passes_total: sessions per forward)", passes.calls),
+                ]),
                 "# HELP stenoflow_errors_total client errors by kind\n# TYPE stenoflow_errors_total counter",
                 *(f'stenoflow_errors_total{{code="{code}"}} {n}' for code, n in sorted(self.errors.items())),
             ]
