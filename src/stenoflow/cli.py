@@ -283,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     bv.add_argument("--threads", type=int, default=2)
     bv.add_argument("--drift-minutes", type=float, default=0.0,
                     help="then one real-time stream this long (latency first vs last 5 min, server memory)")
+    bv.add_argument("--batch", default=str(ServerOptions.batch),
+                    help="comma list of the server's --batch values to compare (the long stream runs with the first)")
     bv.add_argument("--out", type=Path, default=Path("bench-results"))
 
     bu = bsub.add_parser("utterance", help="voice commands: latency after the endpoint, WER, compute, offloading")
@@ -469,7 +471,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         vopts = ServeBenchOptions(model=args.model, compute=args.compute,
                                   clients=tuple(int(n) for n in args.clients.split(",")), minutes=args.minutes,
-                                  threads=args.threads, drift_minutes=args.drift_minutes)
+                                  threads=args.threads, drift_minutes=args.drift_minutes,
+                                  batches=tuple(int(b) for b in args.batch.split(",")))
         sys.stdout.write(run_serve_bench(vopts, args.out) + "\n")
         return 0
     if args.bench == "batch":
@@ -503,7 +506,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stenoflow.bench.hush_bench import HushBenchOptions, run_hush_bench
 
         table = run_hush_bench(HushBenchOptions(models=tuple(args.models.split(",")), clips=args.clips,
-                                                threads=args.threads, drift_minutes=args.drift_minutes), args.out)
+                                                threads=args.threads, drift_minutes=args.drift_minutes,
+                                  batches=tuple(int(b) for b in args.batch.split(","))), args.out)
         sys.stdout.write(table + "\n")
         return 0
     raise AssertionError(args.bench)

@@ -32,6 +32,7 @@ from stenoflow.bench.gold import GoldWord, gold_words
 from stenoflow.bench.latency import LatencyStats, timed_latencies, word_latencies
 from stenoflow.bench.machine import write_results
 from stenoflow.bench.metrics import wer
+from stenoflow.server.options import ServerOptions
 from stenoflow.streaming.drivers import EmittedWord
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ class ServeBenchOptions:
     threads: int = 2
     gold_model: str = "base"
     drift_minutes: float = 0.0  # then one stream this long: latency of its first and last 5 minutes, memory
+    # Server ``--batch`` values to compare (sessions whose decoder passes merge); the long stream
+    # runs with the first.
+    batches: tuple[int, ...] = (ServerOptions.batch,)
 
 
 def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
@@ -63,20 +67,22 @@ def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
     del gold_model
     rows = []
     server_log = out_dir / "server.log"
-    for n in options.clients:
-        with Server(options, server_log) as server:
-            rows.append(asyncio.run(_run_clients(server, clips[:n], audios[:n], gold[:n])))
-        log.info("%s", rows[-1])
+    for batch in options.batches:
+        for n in options.clients:
+            with Server(options, server_log, batch) as server:
+                rows.append({"batch": batch, **asyncio.run(_run_clients(server, clips[:n], audios[:n], gold[:n]))})
+            log.info("%s", rows[-1])
     drift = None
     if drift_clip is not None:
-        with Server(options, server_log) as server:
+        with Server(options, server_log, options.batches[0]) as server:
             drift = asyncio.run(_run_drift(server, drift_clip, drift_gold))
         log.info("drift: %s", drift)
     table = format_table(rows) + ("\n\n" + format_drift(drift) if drift is not None else "")
     write_results(out_dir, "serve", "Server benchmark", options, rows + ([{"drift": drift}] if drift else []), table,
                   "Each client streams its own recording at 1x real time in 0.1 s chunks over /v1/stream. Latency: "
                   "when a committed word reached the client minus the word's end in the reference. CPU: server CPU "
-                  "seconds per audio second per session. Kept up: every stream's last word arrived within "
+                  "seconds per audio second per session. Batch: the server's --batch (sessions whose decoder "
+                  "passes run in one forward); sessions per forward: decoder passes asked for / forwards run. Kept up: every stream's last word arrived within "
                   f"{KEPT_UP_S:g} s of its end.")
     plot(rows, out_dir / "serve.png")
     return table
@@ -86,9 +92,11 @@ class Server:
     """``stenoflow serve`` in a child process on a free port, for the length of a ``with``; its log
     goes to ``log_path`` (appended), or nowhere."""
 
-    def __init__(self, options: ServeBenchOptions, log_path: Path | None = None) -> None:
+    def __init__(self, options: ServeBenchOptions, log_path: Path | None = None,
+                 batch: int = ServerOptions.batch) -> None:
         self.options = options
         self.log_path = log_path
+        self.batch = batch
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
@@ -97,7 +105,8 @@ class Server:
 
     def __enter__(self) -> Server:  # noqa: PYI034
         args = [sys.executable, "-m", "stenoflow.cli", "serve", "--model", self.options.model, "--port",
-                str(self.port), "--threads", str(self.options.threads), "--max-sessions", "64"]
+                str(self.port), "--threads", str(self.options.threads), "--max-sessions", "64",
+                "--batch", str(self.batch)]
         if self.options.compute:
             args += ["--compute", self.options.compute]
         env = {k: v for k, v in os.environ.items() if k != "STENOFLOW_API_KEY"}
@@ -133,6 +142,11 @@ class Server:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
+
+    def sessions_per_forward(self) -> float:
+        """Decoder passes asked for per forward run (NaN when the server does not merge passes)."""
+        passes = self.metric("decoder_passes_total")
+        return self.metric("decoder_pass_calls_total") / passes if passes else float("nan")
 
     def metric(self, name: str) -> float:
         text = urllib.request.urlopen(f"{self.url}/metrics", timeout=10).read().decode()
@@ -192,7 +206,8 @@ async def _run_clients(server: Server, clips: list[Clip], audios: list[np.ndarra
     return {"clients": len(clips), "words": stats.words, "latency_p50": stats.median, "latency_p90": stats.p90,
             "latency_mean": stats.mean, "wer": wer(refs, hyps).wer, "cpu_per_audio_s_per_session": cpu / audio_s,
             "server_rtf": server.metric("stream_rtf"), "rss_mb": server.rss_mb(),
-            "dropped_audio_s": server.metric("dropped_audio_seconds_total"), "kept_up": kept_up}
+            "dropped_audio_s": server.metric("dropped_audio_seconds_total"), "kept_up": kept_up,
+            "sessions_per_forward": server.sessions_per_forward()}
 
 
 async def _run_drift(server: Server, clip: Clip, gold: list[GoldWord]) -> dict[str, object]:
@@ -229,14 +244,14 @@ def format_drift(d: dict[str, object]) -> str:
 
 
 def format_table(rows: list[dict[str, object]]) -> str:
-    head = ["clients", "words", "latency p50 s", "latency p90 s", "WER %", "CPU s / audio s / session",
-            "server RTF (model time / audio)", "server RSS MB", "dropped audio s", "kept up"]
+    head = ["batch", "clients", "words", "latency p50 s", "latency p90 s", "WER %", "CPU s / audio s / session",
+            "server RTF (model time / audio)", "sessions per forward", "server RSS MB", "dropped audio s", "kept up"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lines.append("| " + " | ".join([
-            str(r["clients"]), str(r["words"]), f"{r['latency_p50']:.2f}", f"{r['latency_p90']:.2f}",
+            str(r["batch"]), str(r["clients"]), str(r["words"]), f"{r['latency_p50']:.2f}", f"{r['latency_p90']:.2f}",
             f"{100 * float(r['wer']):.2f}", f"{r['cpu_per_audio_s_per_session']:.3f}",  # type: ignore[arg-type]
-            f"{r['server_rtf']:.3f}", f"{r['rss_mb']:.0f}", f"{r['dropped_audio_s']:g}",
+            f"{r['server_rtf']:.3f}", f"{float(r['sessions_per_forward']):.2f}", f"{r['rss_mb']:.0f}",  # type: ignore[arg-type] f"{r['dropped_audio_s']:g}",
             "yes" if r["kept_up"] else "no"]) + " |")
     return "\n".join(lines)
 
@@ -247,12 +262,14 @@ def plot(rows: list[dict[str, object]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = [int(r["clients"]) for r in rows]  # type: ignore[call-overload]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(n, [float(r["latency_p50"]) for r in rows], "o-", label="p50")  # type: ignore[arg-type]
-    ax.plot(n, [float(r["latency_p90"]) for r in rows], "s-", label="p90")  # type: ignore[arg-type]
     ax.set_xscale("log", base=2)
-    ax.set_xticks(n, [str(k) for k in n])
+    for batch in dict.fromkeys(r["batch"] for r in rows):
+        mine = [r for r in rows if r["batch"] == batch]
+        n = [int(r["clients"]) for r in mine]  # type: ignore[call-overload]
+        ax.plot(n, [float(r["latency_p50"]) for r in mine], "o-", label=f"p50, batch {batch}")  # type: ignore[arg-type]
+        ax.plot(n, [float(r["latency_p90"]) for r in mine], "s--", label=f"p90, batch {batch}")  # type: ignore[arg-type]
+        ax.set_xticks(n, [str(k) for k in n])
     ax.set_xlabel("concurrent real-time streams")
     ax.set_ylabel("per-word latency (s)")
     ax.legend()
