@@ -506,8 +506,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stenoflow.bench.hush_bench import HushBenchOptions, run_hush_bench
 
         table = run_hush_bench(HushBenchOptions(models=tuple(args.models.split(",")), clips=args.clips,
-                                                threads=args.threads, drift_minutes=args.drift_minutes,
-                                  batches=tuple(int(b) for b in args.batch.split(","))), args.out)
+                                                threads=args.threads, drift_minutes=args.drift_minutes), args.out)
         sys.stdout.write(table + "\n")
         return 0
     raise AssertionError(args.bench)
