@@ -251,7 +251,8 @@ def format_table(rows: list[dict[str, object]]) -> str:
         lines.append("| " + " | ".join([
             str(r["batch"]), str(r["clients"]), str(r["words"]), f"{r['latency_p50']:.2f}", f"{r['latency_p90']:.2f}",
             f"{100 * float(r['wer']):.2f}", f"{r['cpu_per_audio_s_per_session']:.3f}",  # type: ignore[arg-type]
-            f"{r['server_rtf']:.3f}", f"{float(r['sessions_per_forward']):.2f}", f"{r['rss_mb']:.0f}",  # type: ignore[arg-type] f"{r['dropped_audio_s']:g}",
+            f"{r['server_rtf']:.3f}", f"{float(r['sessions_per_forward']):.2f}",  # type: ignore[arg-type]
+            f"{r['rss_mb']:.0f}", f"{r['dropped_audio_s']:g}",
             "yes" if r["kept_up"] else "no"]) + " |")
     return "\n".join(lines)
 
