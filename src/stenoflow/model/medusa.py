@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from stenoflow.model.kv_cache import CrossKV, SelfAttentionCache
 from stenoflow.model.quant import Int8Linear, quantize_linear_layers
-from stenoflow.model.whisper import PassPart, ResidualAttentionBlock, TextDecoder, causal_mask
+from stenoflow.model.whisper import PassPart, ResidualAttentionBlock, TextDecoder
 
 MEDUSA_KINDS = ("linear", "block")
 FORMAT = "stenoflow-medusa-1"
@@ -114,13 +114,10 @@ class MedusaHeads(nn.Module):
         block (if any) over the new positions, then the final layer norm. ``cache`` holds the
         block's keys/values of earlier positions (None: ``x`` starts at position 0, no cache)."""
         if self.block is not None:
-            offset = cache.length if cache is not None else 0
-            b, t, d = x.shape
-            mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
-            part = PassPart(b, t, CrossKV([cross_k], [cross_v]), cache, offset, mask, record=False)
-            x = self.block.decoder_forward(x.reshape(b * t, d), [part], 0)[0].view(b, t, d)
+            part = PassPart.after(x, CrossKV([cross_k], [cross_v]), cache, record=False)
+            x = self.block.decoder_forward(x.reshape(part.rows, -1), [part], 0)[0].view(x.shape)
             if cache is not None:
-                cache.length = offset + t
+                cache.length = part.offset + part.length
         return decoder.ln(x)
 
     def head_states(self, h: Tensor, k: int | None = None) -> Tensor:

@@ -165,6 +165,16 @@ class PassPart:
     record: bool = True  # store the alignment heads' attention in the cache (if it has any)
     return_qk: bool = False  # return every head's cross-attention scores instead
 
+    @classmethod
+    def after(cls, x: Tensor, cross: CrossKV, cache: SelfAttentionCache | None, record: bool = True,
+              return_qk: bool = False) -> PassPart:
+        """The part of new positions ``x`` (B, T, ...) that continue ``cache`` (None: from position
+        0), with the causal mask they need."""
+        b, t = x.shape[:2]
+        offset = cache.length if cache is not None else 0
+        mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
+        return cls(b, t, cross, cache, offset, mask, record, return_qk)
+
     @property
     def rows(self) -> int:
         return self.batch * self.length
@@ -323,11 +333,9 @@ class TextDecoder(nn.Module):
         xs: list[Tensor] = []
         for c in calls:
             offset = c.cache.length if c.cache is not None else 0
-            b, t = c.tokens.shape
-            x = self.token_embedding(c.tokens) + self.positional_embedding[offset : offset + t]
-            xs.append(x.reshape(b * t, -1))
-            mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
-            parts.append(PassPart(b, t, c.cross, c.cache, offset, mask, return_qk=return_cross_qk))
+            x = self.token_embedding(c.tokens) + self.positional_embedding[offset : offset + c.tokens.shape[1]]
+            parts.append(PassPart.after(x, c.cross, c.cache, return_qk=return_cross_qk))
+            xs.append(x.reshape(parts[-1].rows, -1))
         x = p_cat(xs)
         qks: list[list[Tensor]] | None = [[] for _ in calls] if return_cross_qk else None
         for i, block in enumerate(self.blocks):
