@@ -13,7 +13,7 @@ import torch
 from stenoflow.api import Model
 from stenoflow.model.kv_cache import SelfAttentionCache
 from stenoflow.model.pass_batch import PassBatcher
-from stenoflow.model.whisper import DecoderCall, TextDecoder
+from stenoflow.model.whisper import DecoderCall
 
 SOT = (50257, 50362)  # tiny.en: <|startoftranscript|> <|notimestamps|>
 
@@ -84,21 +84,13 @@ def _threads(jobs: list[Callable[[], object]]) -> list[object]:
     return results
 
 
-def _batcher(decoder: TextDecoder) -> PassBatcher:
-    def forward(calls: list[DecoderCall]) -> list[torch.Tensor]:
-        with torch.inference_mode():
-            return decoder.hidden_many(calls)[0]
-
-    return PassBatcher(forward)
-
-
 def test_a_bad_pass_fails_only_its_caller(tiny: Model, jfk_audio: np.ndarray) -> None:
     decoder = tiny.whisper.decoder
     with torch.inference_mode():
         good = _call(tiny, jfk_audio[: 5 * 16000], [[*SOT]])
         bad = _call(tiny, jfk_audio[5 * 16000 :], [[*SOT, 400, 1110]], max_len=2)  # 3 tokens > 2 positions
         expected = decoder.hidden(good.tokens, good.cross, _clone(good).cache)[0]
-    batcher = _batcher(decoder)
+    batcher = PassBatcher.over(decoder)
 
     def first() -> torch.Tensor:  # asks once the other job has joined, so the two passes meet
         while batcher.jobs < 2:
@@ -130,7 +122,7 @@ def test_sessions_batched_together_commit_what_each_commits_alone(tiny: Model, j
     alone = [_words(tiny, a, lambda job: job()) for a in audios]
     assert all(alone)
     decoder = tiny.whisper.decoder
-    batcher = _batcher(decoder)
+    batcher = PassBatcher.over(decoder)
     decoder.batcher = batcher
     try:
         together = _threads([lambda a=a: _words(tiny, a, batcher.run) for a in audios])

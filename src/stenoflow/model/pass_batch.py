@@ -22,9 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import torch
 from torch import Tensor
 
-from stenoflow.model.whisper import DecoderCall
+from stenoflow.model.whisper import DecoderCall, TextDecoder
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +44,20 @@ class _Request:
 class PassStats:
     """How often passes met: ``calls / passes`` is the mean number of callers per forward."""
 
-    passes: int = 0
-    calls: int = 0
-    merged: int = 0  # passes that served more than one caller
-    by_size: dict[int, int] = field(default_factory=dict)
+    by_size: dict[int, int] = field(default_factory=dict)  # callers in a forward -> forwards run
+
+    @property
+    def passes(self) -> int:
+        return sum(self.by_size.values())
+
+    @property
+    def calls(self) -> int:
+        return sum(size * n for size, n in self.by_size.items())
+
+    @property
+    def merged(self) -> int:
+        """Forwards that served more than one caller."""
+        return sum(n for size, n in self.by_size.items() if size > 1)
 
 
 class PassBatcher:
@@ -60,6 +71,15 @@ class PassBatcher:
         self._members: set[int] = set()  # threads with a job running (computing or waiting)
         self._waiting: list[_Request] = []
         self.stats = PassStats()
+
+    @classmethod
+    def over(cls, decoder: TextDecoder) -> PassBatcher:
+        """A batcher whose merged passes run ``decoder.hidden_many``."""
+        def forward(calls: Sequence[DecoderCall]) -> list[Tensor]:
+            with torch.inference_mode():  # the callers' caches are inference tensors
+                return decoder.hidden_many(calls)[0]
+
+        return cls(forward)
 
     @property
     def jobs(self) -> int:
@@ -134,9 +154,6 @@ class PassBatcher:
                     except Exception as one:  # noqa: BLE001
                         r.error = one
         with self._cv:
-            self.stats.passes += 1
-            self.stats.calls += len(batch)
-            self.stats.merged += len(batch) > 1
             self.stats.by_size[len(batch)] = self.stats.by_size.get(len(batch), 0) + 1
             for r in batch:
                 r.done = True

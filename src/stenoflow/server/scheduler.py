@@ -20,11 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TypeVar
 
-import torch
-
 from stenoflow.memory import HeapTrimmer
 from stenoflow.model.pass_batch import PassBatcher
-from stenoflow.model.whisper import DecoderCall, TextDecoder
+from stenoflow.model.whisper import TextDecoder
 from stenoflow.server.metrics import Metrics
 
 T = TypeVar("T")
@@ -43,7 +41,7 @@ class ModelScheduler:
         self.batcher: PassBatcher | None = None
         if batch > 1:
             assert decoder is not None
-            self.batcher = PassBatcher(partial(_forward, decoder))
+            self.batcher = PassBatcher.over(decoder)
             decoder.batcher = self.batcher
 
     async def run(self, job: Callable[[], T]) -> T:
@@ -68,8 +66,3 @@ class ModelScheduler:
         self._executor.shutdown(wait=True, cancel_futures=True)
         if self._decoder is not None and self._decoder.batcher is self.batcher:
             self._decoder.batcher = None
-
-
-def _forward(decoder: TextDecoder, calls: list[DecoderCall]) -> list[torch.Tensor]:
-    with torch.inference_mode():  # the sessions' caches are inference tensors
-        return decoder.hidden_many(calls)[0]
