@@ -21,9 +21,10 @@ class UtteranceOptions:
     pilot_min_s: float = 1.0  # no pilot on less audio than this (a pilot on a syllable only misleads)
     # Beam collapse: the final pass follows the last pilot at one row (verified in one pass) and
     # opens the beam where the model disagrees with it, or is unsure: where its best token leads the
-    # second by less than collapse_gate nats (None: disagreement alone opens it).
+    # second by less than collapse_gate nats (None: disagreement alone opens it). 2 nats (the best
+    # token at least 7x as likely): at 1 nat the one row kept tiny.en off paths the full beam finds.
     collapse: bool = True
-    collapse_gate: float | None = 1.0
+    collapse_gate: float | None = 2.0
     # Early termination: the final beam search stops once it is budget tokens long and a
     # candidate has finished, budget = audio_full / audio_pilot * pilot_tokens + budget_slack.
     early_termination: bool = True
