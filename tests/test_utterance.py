@@ -158,3 +158,14 @@ def test_silence_and_noise_give_no_utterance(tiny) -> None:
     hum = (0.1 * np.sin(2 * np.pi * 50 * np.arange(5 * RATE) / RATE)).astype(np.float32)
     for audio in (quiet, noise, hum):
         assert tiny.utterances(audio) == []
+
+
+def test_offramp_signal_tells_a_useful_perplexity_from_one_both_models_share() -> None:
+    from stenoflow.bench.utterance_bench import offramp_signal
+
+    ppl = [1.1, 1.2, 1.5, 1.9, 2.4, float("inf")]
+    useful = offramp_signal(ppl, local_err=[0, 0, 1, 2, 3, 4], remote_err=[0, 0, 0, 0, 1, 0])
+    assert useful["gain"] > 0.8 and useful["commands_remote_better"] == 4 and useful["commands_remote_worse"] == 0
+    shared = offramp_signal(ppl, local_err=[0, 0, 1, 2, 3, 4], remote_err=[0, 0, 1, 2, 3, 4])
+    assert shared["local_errors"] == shared["remote_errors"] > 0.8
+    assert np.isnan(shared["gain"])  # no command where offloading changes anything

@@ -9,13 +9,17 @@ command as inserted), compute per second of audio, and the offload rate.
 The offload curve: every command's local text and perplexity (the default method) and the remote
 model's text (``stenoflow serve --model REMOTE`` in a second process, the command's audio posted to
 its REST endpoint once) give, for each perplexity threshold, the WER and the share offloaded; the
-same shares offloaded at random (NaiveHybrid: expected WER, exact) and longest-first are the baselines.
+same shares offloaded at random (NaiveHybrid: expected WER, exact) and longest-first are the baselines,
+and the oracle (the commands where the remote model gains most, known only from the references) is
+the ceiling. Beside the curve, rank correlations say whether perplexity can find that gain: it must
+rank the local model's errors *and not* the remote model's; where both models err on the same
+commands, no local signal beats offloading at random.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +49,14 @@ class UtteranceBenchOptions:
     methods: tuple[str, ...] = ()  # names to run (default: all)
 
 
+@dataclass(frozen=True)
+class OffloadCurve:
+    """WER at each offload rate per way of choosing (``points``) and the offramp's signal."""
+
+    points: list[dict[str, float]]
+    signal: dict[str, float]
+
+
 def methods() -> list[tuple[str, UtteranceOptions]]:
     """The ablation: each method adds one shortcut to the one before; the last but offload is the default."""
     full = UtteranceOptions()
@@ -68,7 +80,7 @@ def run_utterance_bench(options: UtteranceBenchOptions, out_dir: Path) -> str:
     clip = command_stream(f"commands-{options.commands}", options.commands)
     audio = clip.load_audio()
     rows: list[dict[str, object]] = []
-    curves: dict[str, list[dict[str, float]]] = {}
+    curves: dict[str, OffloadCurve] = {}
     with Server(ServeBenchOptions(model=options.remote, compute=options.compute, threads=options.threads),
                 out_dir / "server.log") as server:
         offload = OffloadOptions(server.url, options.offload_perplexity)
@@ -91,7 +103,8 @@ def run_utterance_bench(options: UtteranceBenchOptions, out_dir: Path) -> str:
             if default_run:
                 curves[name] = offload_curve(clip, audio, default_run, RemoteTranscriber(offload))
     table = format_table(rows) + "\n\n" + "\n\n".join(format_curve(m, c) for m, c in curves.items())
-    write_results(out_dir, "utterance", "Utterance benchmark", options, rows + [{"curves": curves}], table,
+    write_results(out_dir, "utterance", "Utterance benchmark", options,
+                  rows + [{"curves": {m: asdict(c) for m, c in curves.items()}}], table,
                   f"{options.commands} synthesized commands of 2-7 s ({clip.duration:.0f} s with pauses, several "
                   "voices, room noise), fed at 1x real time in 32 ms chunks. Latency after the endpoint: when the "
                   "text was ready minus when the endpointer knew the person had stopped (end of speech + the "
@@ -140,8 +153,9 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def offload_curve(clip: Clip, audio: np.ndarray, heard: list[HeardUtterance],
-                  remote: RemoteTranscriber) -> list[dict[str, float]]:
-    """WER against the offload rate for three ways of choosing what to offload (see the module docstring)."""
+                  remote: RemoteTranscriber) -> OffloadCurve:
+    """WER against the offload rate for each way of choosing what to offload, and the offramp's
+    signal (see the module docstring)."""
     refs, local = match(clip, heard)
     n = len(clip.sentences)
     ppl = [float("inf")] * n  # a command with no utterance: unsure by definition
@@ -159,18 +173,35 @@ def offload_curve(clip: Clip, audio: np.ndarray, heard: list[HeardUtterance],
     words = max(1, wer(refs[:n], refs[:n]).ref_words)
     by_ppl = sorted(range(n), key=lambda i: -ppl[i])
     by_length = sorted(range(n), key=lambda i: -(clip.sentences[i][1] - clip.sentences[i][0]))
+    by_gain = sorted(range(n), key=lambda i: remote_err[i] - local_err[i])
     points = []
     for k in range(n + 1):
         rate = k / n
-        chosen, longest = set(by_ppl[:k]), set(by_length[:k])
+        chosen, longest, best = set(by_ppl[:k]), set(by_length[:k]), set(by_gain[:k])
         points.append({
             "offload_rate": rate,
             "threshold": ppl[by_ppl[k - 1]] if k else float("inf"),
             "wer_perplexity": (extra + sum(remote_err[i] if i in chosen else local_err[i] for i in range(n))) / words,
             "wer_random": (extra + sum((1 - rate) * local_err[i] + rate * remote_err[i] for i in range(n))) / words,
             "wer_length": (extra + sum(remote_err[i] if i in longest else local_err[i] for i in range(n))) / words,
+            "wer_oracle": (extra + sum(remote_err[i] if i in best else local_err[i] for i in range(n))) / words,
         })
-    return points
+    return OffloadCurve(points, offramp_signal(ppl, local_err, remote_err))
+
+
+def offramp_signal(perplexity: list[float], local_err: list[int], remote_err: list[int]) -> dict[str, float]:
+    """Spearman rank correlations of the perplexity with the local errors, the remote errors and the
+    gain (local minus remote errors) per command: the offramp pays only where the last is high."""
+    from scipy.stats import spearmanr
+
+    ppl = np.nan_to_num(np.asarray(perplexity, dtype=float), posinf=1e9)
+    local, remote = np.asarray(local_err, dtype=float), np.asarray(remote_err, dtype=float)
+
+    def rho(errors: np.ndarray) -> float:
+        return float(spearmanr(ppl, errors)[0]) if np.ptp(errors) > 0 and np.ptp(ppl) > 0 else float("nan")
+
+    return {"local_errors": rho(local), "remote_errors": rho(remote), "gain": rho(local - remote),
+            "commands_remote_better": int(np.sum(local > remote)), "commands_remote_worse": int(np.sum(local < remote))}
 
 
 def format_table(rows: list[dict[str, object]]) -> str:
@@ -186,18 +217,23 @@ def format_table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def format_curve(model: str, points: list[dict[str, float]]) -> str:
+def format_curve(model: str, curve: OffloadCurve) -> str:
+    points, signal = curve.points, curve.signal
     lines = [f"Offloading from {model} (WER % at each offload rate):", "",
-             "| offloaded | perplexity above | by perplexity | NaiveHybrid (random) | longest first |",
-             "|---|---|---|---|---|"]
+             "| offloaded | perplexity above | by perplexity | NaiveHybrid (random) | longest first | oracle |",
+             "|---|---|---|---|---|---|"]
     step = max(1, len(points) // 8)
     for p in points[::step] + ([points[-1]] if (len(points) - 1) % step else []):
         lines.append(f"| {100 * p['offload_rate']:.0f} % | {p['threshold']:.3f} | {100 * p['wer_perplexity']:.2f} "
-                     f"| {100 * p['wer_random']:.2f} | {100 * p['wer_length']:.2f} |")
+                     f"| {100 * p['wer_random']:.2f} | {100 * p['wer_length']:.2f} | {100 * p['wer_oracle']:.2f} |")
+    lines += ["", (f"Perplexity's rank correlation (Spearman) with {model}'s errors per command "
+              f"{signal['local_errors']:.2f}, with the remote model's {signal['remote_errors']:.2f}, with the gain "
+              f"from offloading {signal['gain']:.2f}; the remote model is better on "
+              f"{signal['commands_remote_better']:.0f} commands, worse on {signal['commands_remote_worse']:.0f}.")]
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, object]], curves: dict[str, list[dict[str, float]]], path: Path) -> None:
+def plot(rows: list[dict[str, object]], curves: dict[str, OffloadCurve], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -215,11 +251,13 @@ def plot(rows: list[dict[str, object]], curves: dict[str, list[dict[str, float]]
     ax1.set_xlabel("median latency after the endpoint (ms)")
     ax1.set_ylabel("WER (%)")
     ax1.legend()
-    for model, points in curves.items():
+    for model, curve in curves.items():
+        points = curve.points
         rates = [100 * p["offload_rate"] for p in points]
         ax2.plot(rates, [100 * p["wer_perplexity"] for p in points], "-", label=f"{model}: by perplexity")
         ax2.plot(rates, [100 * p["wer_random"] for p in points], "--", label=f"{model}: NaiveHybrid (random)")
         ax2.plot(rates, [100 * p["wer_length"] for p in points], ":", label=f"{model}: longest first")
+        ax2.plot(rates, [100 * p["wer_oracle"] for p in points], "-.", label=f"{model}: oracle")
     ax2.set_xlabel("utterances offloaded (%)")
     ax2.set_ylabel("WER (%)")
     ax2.legend(fontsize=8)
