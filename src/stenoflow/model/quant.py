@@ -71,11 +71,13 @@ class Int8Linear(nn.Module):
         if rows <= FEW_ROWS:
             y = torch.ops.quantized.linear_dynamic(flat, self._packed, False)
         else:
-            sx = flat.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127.0
-            xq = torch.round(flat / sx).to(torch.int8)
-            y = torch._int_mm(xq, self.q.t()).float() * (sx * self.scale)
+            # In place where a temporary would be as large as x or y: on 2 cores, allocating
+            # (and faulting in) a fresh encoder-sized buffer costs more than the rounding itself.
+            sx = flat.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12).div_(127.0)
+            xq = torch.div(flat, sx).round_().to(torch.int8)
+            y = torch._int_mm(xq, self.q.t()).float().mul_(sx * self.scale)
             if self.bias is not None:
-                y += self.bias
+                y.add_(self.bias)
         return y.reshape(*shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
