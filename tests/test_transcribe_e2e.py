@@ -168,3 +168,12 @@ def test_cli_transcribe_and_errors(jfk_path: Path, tmp_path: Path, capsys: pytes
     assert code == 1
     assert JFK_PHRASE in norm((later.parent / "jfk-again.txt").read_text())
     assert cli_main(["transcribe", str(jfk_path), "--model", "nope", "--no-progress"]) == 2
+
+
+def test_cli_transcribe_runs_int8_on_the_cpu_unless_told(jfk_path: Path, tmp_path: Path) -> None:
+    from stenoflow.cli import build_parser, offline_compute
+
+    args = build_parser().parse_args(["transcribe", str(jfk_path)])
+    assert args.compute is None and offline_compute(args.device) == "int8"
+    assert offline_compute("cuda:0") == "float32"  # int8 is a CPU kernel
+    assert build_parser().parse_args(["transcribe", str(jfk_path), "--compute", "float32"]).compute == "float32"
