@@ -5,6 +5,7 @@ the Serve deployment. Plus the input expansion and resume logic, which need no c
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import secrets
@@ -23,8 +24,8 @@ from conftest import JFK_TEXT
 
 from stenoflow.cluster.batch import MANIFEST, ManifestRow, pending_inputs
 from stenoflow.cluster.chunks import SAMPLE_RATE, cut_points, join_parts
-from stenoflow.decoding.transcribe import Segment, Word
 from stenoflow.cluster.inputs import BatchInput, expand_inputs
+from stenoflow.decoding.transcribe import Segment, Word
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -155,7 +156,7 @@ def test_a_batch_job_survives_a_corrupt_file_and_a_killed_replica(cluster: tuple
         # Files over 9 s were cut into 6 s parts; their segments join on the file's clock.
         segments = json.loads((out / f"{key}.json").read_text())["segments"]
         assert [s["id"] for s in segments] == list(range(len(segments)))
-        assert all(a["start"] <= b["start"] for a, b in zip(segments, segments[1:]))
+        assert all(a["start"] <= b["start"] for a, b in itertools.pairwise(segments))
         assert segments[-1]["end"] <= row["duration"] + 0.5 and abs(row["duration"] - clip.duration) < 0.05
     # A rerun transcribes only what is not done: the corrupt file, which fails again.
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)

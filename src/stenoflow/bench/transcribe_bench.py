@@ -72,10 +72,10 @@ def _encoder_times(model: Model, fw, audio: np.ndarray, repeats: int) -> dict[st
     for seconds in (30, 10):
         mel = model.features(audio[: seconds * 16000], padding=max(0, seconds * 16000 - len(audio)))
         mel = mel[:, : seconds * 100]
-        out[f"ours_encoder_{seconds}s_ms"] = 1000 * best_time(lambda: model.encode(mel), repeats)[0]
+        out[f"ours_encoder_{seconds}s_ms"] = 1000 * best_time(lambda mel=mel: model.encode(mel), repeats)[0]
         padded = torch.nn.functional.pad(mel, (0, 3000 - mel.shape[-1]))  # CTranslate2 needs 30 s
         sv = ctranslate2.StorageView.from_array(np.ascontiguousarray(padded[None].numpy()))
-        out[f"theirs_encoder_{seconds}s_ms"] = 1000 * best_time(lambda: fw.model.encode(sv, to_cpu=True), repeats)[0]
+        out[f"theirs_encoder_{seconds}s_ms"] = 1000 * best_time(lambda sv=sv: fw.model.encode(sv, to_cpu=True), repeats)[0]
     return out
 
 
@@ -115,8 +115,8 @@ def run_transcribe_bench(options: BenchOptions, out_path: Path) -> str:
             row |= _decoder_ms_per_token(model, fw, long_audio, options.repeats)
             for clip_name, (audio, ref) in audios.items():
                 reps = options.repeats if len(audio) < 60 * 16000 else 1
-                t_ours, text_ours = best_time(lambda: _ours_text(model, audio, options.beam_size), reps)
-                t_theirs, text_theirs = best_time(lambda: _theirs_text(fw, audio, options.beam_size), reps)
+                t_ours, text_ours = best_time(lambda m=model, a=audio: _ours_text(m, a, options.beam_size), reps)
+                t_theirs, text_theirs = best_time(lambda f=fw, a=audio: _theirs_text(f, a, options.beam_size), reps)
                 row[f"{clip_name}:ours_s"] = t_ours
                 row[f"{clip_name}:theirs_s"] = t_theirs
                 row[f"{clip_name}:ours_wer"] = wer([ref], [str(text_ours)]).wer
@@ -140,8 +140,8 @@ def format_table(rows: list[dict[str, object]], clip_names: list[str]) -> str:
         cells = [str(r["model"]), str(r["compute"]),
                  f"{r['ours_encoder_30s_ms']:.0f}/{r['theirs_encoder_30s_ms']:.0f}",
                  f"{r['ours_encoder_10s_ms']:.0f}/{r['theirs_encoder_10s_ms']:.0f}",
-                 f"{r['ours_decoder_ms_per_token']:.2f}/{r['theirs_decoder_ms_per_token']:.2f} "
-                 f"({float(r['ours_decoder_ms_per_token']) / float(r['theirs_decoder_ms_per_token']):.2f}x)"]  # type: ignore[arg-type]
+                 (f"{r['ours_decoder_ms_per_token']:.2f}/{r['theirs_decoder_ms_per_token']:.2f} "
+                 f"({float(r['ours_decoder_ms_per_token']) / float(r['theirs_decoder_ms_per_token']):.2f}x)")]  # type: ignore[arg-type]
         for c in clip_names:
             o, t = float(r[f"{c}:ours_s"]), float(r[f"{c}:theirs_s"])  # type: ignore[arg-type]
             cells.append(f"{o:.2f}/{t:.2f} ({o / t:.2f}x)")
