@@ -96,3 +96,19 @@ def test_batched_beam_equals_unbatched_reference(tiny: Model, jfk_audio: np.ndar
     ref_tokens, ref_score = reference_beam_search(tiny, features, prompt, 4, tok.eot, 60)
     assert result.tokens == ref_tokens
     assert result.sum_logprob == pytest.approx(ref_score, abs=1e-3)
+
+
+def test_every_row_count_takes_a_path_that_computes_the_same_product() -> None:
+    from stenoflow.model.whisper import Linear
+
+    torch.manual_seed(0)
+    layer = Linear(64, 96)
+    inputs = [torch.randn(rows, 64) for rows in (1, 5, 40)]
+    layer.keep_transposed()
+    assert layer.weight_t is not None and layer.weight_t.is_contiguous() and layer.weight_t.shape == (64, 96)
+    for x, want in zip(inputs, [F.linear(x, layer.weight, layer.bias) for x in inputs], strict=True):
+        torch.testing.assert_close(layer(x[:, None, :]).squeeze(1), want)  # 1: transposed, 5: W @ x^T, 40: linear
+    # Training reads the weights themselves, so gradients reach them.
+    layer.weight.requires_grad_(True)
+    layer(torch.randn(1, 64)).sum().backward()
+    assert layer.weight.grad is not None
