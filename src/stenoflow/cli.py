@@ -182,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("inputs", nargs="+", help="directories, globs, audio files, or manifests (.txt/.lst: a path or "
                                               "URI per line; .jsonl: {\"path\": ...} per line)")
     tb.add_argument("--model", default="tiny.en", help="tiny.en, base, or a path every node can read")
-    tb.add_argument("--compute", default="float32", choices=["float32", "int8"])
+    tb.add_argument("--compute", default=DEFAULT_COMPUTE, choices=["float32", "int8"],
+                    help=f"precision of the replicas (CPU); default {DEFAULT_COMPUTE}")
     tb.add_argument("--output-dir", "-o", type=Path, default=Path("transcripts"))
     tb.add_argument("--output-format", "-f", default="txt,json",
                     help=f"comma list of {', '.join(FORMATS)} (or all); default txt,json")
@@ -299,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bb = bsub.add_parser("batch", help="archive throughput: Ray replicas vs one process vs faster-whisper batched")
     bb.add_argument("--models", default="tiny.en,base", help="comma list of models")
-    bb.add_argument("--compute", default="float32", choices=["float32", "int8"])
+    bb.add_argument("--compute", default=DEFAULT_COMPUTE, choices=["float32", "int8"])
     bb.add_argument("--files", type=int, default=32, help="synthesized files of 5-25 s in the archive")
     bb.add_argument("--beam-size", type=int, default=5)
     bb.add_argument("--threads", type=int, default=2, help="cores the configurations share")
@@ -340,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
 def offline_compute(device: str) -> str:
     """``transcribe``'s precision when none is given: int8 on the CPU, where it is about twice as
     fast as float32 at the same WER (`stenoflow bench transcribe`; README, Benchmarks)."""
-    return "int8" if device.split(":", 1)[0] == "cpu" else "float32"
+    return DEFAULT_COMPUTE if device.split(":", 1)[0] == "cpu" else "float32"
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:

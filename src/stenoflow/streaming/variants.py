@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from stenoflow.streaming.session import StreamOptions
 
-# The compute type streams load their model in (the CLI's and the benchmark's default): int8 with
-# per-channel scales holds float32's accuracy (see stenoflow.model.quant) at a fraction of its time.
+# The compute type models load in on the CPU (streams, transcribe, serve, transcribe-batch, and the
+# benchmarks of them): int8 with per-channel scales holds float32's accuracy (see
+# stenoflow.model.quant) at a fraction of its time.
 DEFAULT_COMPUTE = "int8"
 GATE_NATS = 1.0  # the confidence gate a +gate variant uses
 PIPELINE_THREADS = (1, 1)  # the executors of a +pipe variant when none was profiled
