@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(pilot inference) and prints each utterance's text with its latency.")
     ls.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
     ls.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
-    add_model_args(ls)
+    add_model_args(ls, default_compute=None)
     ls.add_argument("--language", default="en", help="language code (default en)")
     ls.add_argument("--beam-size", type=int, default=5, help="beams of the final pass (1 = greedy)")
     ls.add_argument("--hang", type=float, default=None, help="seconds of silence that end an utterance (0.5)")
@@ -290,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bu = bsub.add_parser("utterance", help="voice commands: latency after the endpoint, WER, compute, offloading")
     bu.add_argument("--models", default="tiny.en,base", help="comma list of local models")
-    bu.add_argument("--compute", default="float32", choices=["float32", "int8"])
+    bu.add_argument("--compute", default=DEFAULT_COMPUTE, choices=["float32", "int8"])
     bu.add_argument("--threads", type=int, default=2)
     bu.add_argument("--commands", type=int, default=24, help="synthesized commands in the stream")
     bu.add_argument("--remote", default="base", help="model of the offload server (a second process)")
@@ -338,9 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def offline_compute(device: str) -> str:
-    """``transcribe``'s precision when none is given: int8 on the CPU, where it is about twice as
-    fast as float32 at the same WER (`stenoflow bench transcribe`; README, Benchmarks)."""
+def compute_for(device: str) -> str:
+    """The precision of ``transcribe`` and ``listen`` when none is given: int8 on the CPU, where
+    it is about twice as fast as float32 at the same WER (README: Benchmarks, Voice commands)."""
     return DEFAULT_COMPUTE if device.split(":", 1)[0] == "cpu" else "float32"
 
 
@@ -349,7 +349,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
     if args.typical and not (args.speculative or args.medusa):
         raise ValueError("--typical accepts drafted tokens: give --speculative DRAFT or --medusa KIND")
-    model = load_model(args.model, device=args.device, compute=args.compute or offline_compute(args.device),
+    model = load_model(args.model, device=args.device, compute=args.compute or compute_for(args.device),
                        threads=args.threads)
     draft = model.draft_model(args.speculative) if args.speculative else None
     formats = list(FORMATS) if args.output_format == "all" else [args.output_format]
@@ -749,7 +749,8 @@ def cmd_listen(args: argparse.Namespace) -> int:
     except MicrophoneUnavailable as e:
         log.error("%s", e)
         return 2
-    model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
+    model = load_model(args.model, device=args.device, compute=args.compute or compute_for(args.device),
+                       threads=args.threads)
     session = model.listen(options, offload)
 
     def show(heard: HeardUtterance) -> None:

@@ -41,7 +41,7 @@ SAMPLE_RATE = 16000
 @dataclass(frozen=True)
 class UtteranceBenchOptions:
     models: tuple[str, ...] = ("tiny.en", "base")
-    compute: str = "float32"
+    compute: str = "int8"  # what `listen` loads on the CPU
     threads: int = 2
     commands: int = 24
     remote: str = "base"  # the offload server's model
