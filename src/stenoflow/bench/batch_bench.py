@@ -22,6 +22,7 @@ from pathlib import Path
 from stenoflow.bench.clips import Clip
 from stenoflow.bench.machine import write_results
 from stenoflow.bench.metrics import wer
+from stenoflow.streaming.variants import DEFAULT_COMPUTE
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class BatchBenchOptions:
     models: tuple[str, ...] = ("tiny.en", "base")
-    compute: str = "int8"  # what transcribe-batch runs by default
+    compute: str = DEFAULT_COMPUTE  # what transcribe-batch runs by default
     files: int = 32
     beam_size: int = 5
     threads: int = 2  # the machine's cores the configurations share

@@ -24,6 +24,7 @@ from typing import Any
 from stenoflow.cluster.inputs import BatchInput, is_uri
 from stenoflow.cluster.runtime import cluster_cpus, connect
 from stenoflow.output import FORMATS
+from stenoflow.streaming.variants import DEFAULT_COMPUTE
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ DECODERS_PER = 8  # replicas one decoder keeps fed
 @dataclass(frozen=True)
 class BatchOptions:
     model: str = "base"
-    compute: str = "int8"  # replicas run on CPUs, where int8 is float32's accuracy at about twice the speed
+    compute: str = DEFAULT_COMPUTE  # replicas run on CPUs
     actors: int | None = None  # replicas; None: as many as the cluster's CPUs hold at ``threads`` each
     threads: int = 1  # torch threads per replica (and the CPUs each one reserves)
     beam_size: int = 5

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from stenoflow.streaming.session import StreamOptions
 
-# The compute type models load in on the CPU (streams, transcribe, serve, transcribe-batch, and the
+# The compute type models load in on the CPU (streams, transcribe, listen, serve, transcribe-batch, and the
 # benchmarks of them): int8 with per-channel scales holds float32's accuracy (see
 # stenoflow.model.quant) at a fraction of its time.
 DEFAULT_COMPUTE = "int8"
