@@ -9,7 +9,7 @@ from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
 from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
 from stenoflow.streaming.events import TimedWord
-from stenoflow.streaming.live import echo_length, new_words
+from stenoflow.streaming.live import echo_length, is_variant, new_words
 from stenoflow.streaming.live_round import Heard, HeardWord
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
@@ -168,3 +168,37 @@ def test_varied_items_are_reproducible_sentences() -> None:
     for make in (cards, groceries, number):
         a, b = make(np.random.default_rng(7)), make(np.random.default_rng(7))
         assert a == b and a[0].isupper() and a.endswith(".")
+
+
+def test_a_variant_of_the_last_committed_word_over_its_audio_is_not_new() -> None:
+    last = [hw(" queen", 7.9, 8.2), hw(" of", 8.2, 8.3), hw(" hearts,", 8.3, 8.5), hw(" knock", 8.76, 8.92)]
+    on = [hw(" on", 8.95, 9.13), hw(" diamonds.", 9.13, 9.4)]
+    # The same audio written another way: "knock" again as "knack", mostly inside "knock".
+    assert new_words([hw(" knack", 8.81, 8.95), *on], last, 8.92) == on
+    eight = [hw(" eight", 73.98, 74.12)]
+    of = [hw(" of", 74.14, 74.3), hw(" spades.", 74.32, 74.6)]
+    assert new_words([hw(" 8", 73.96, 74.14), *of], eight, 74.12) == of
+    # A variant after the committed word is a word of its own ("knock, knack"), as is a word
+    # over the committed one's audio that is not a variant of it.
+    assert new_words([hw(" knack", 8.95, 9.2), *on], last, 8.92) == [hw(" knack", 8.95, 9.2), *on]
+    assert new_words([hw(" dog", 8.84, 8.97), *on], last, 8.92) == [hw(" dog", 8.84, 8.97), *on]
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("knock", "knack", True), ("trap", "strap", True), ("eight", "8", True), ("risk", "risks", True),
+    ("the", "a", False), ("on", "an", False), ("cat", "cut", False), ("seven", "7000", False),
+    ("spades", "fades", False), ("two", "to", False),
+])
+def test_variants_are_one_word_written_two_ways(a: str, b: str, same: bool) -> None:
+    assert is_variant(a, b) is same
+
+
+def test_every_revised_committed_word_is_left_out_not_only_the_first() -> None:
+    committed = [hw(" cheese", 30.6, 31.0), hw(" in", 31.0, 31.2), hw(" a", 31.2, 31.33), hw(" maus", 31.45, 31.75),
+                 hw(" trap", 31.75, 31.99)]
+    the = hw(" The", 35.02, 35.58)
+    revised = [hw(" in", 31.0, 31.2), hw(" a", 31.2, 31.33), hw(" mouth", 31.44, 31.66), hw(" strap.", 31.66, 31.99)]
+    assert new_words([*revised, the], committed, 31.99) == [the]
+    # Past the committed audio, the words that follow a revision are new.
+    games = hw(" games", 31.95, 32.4)
+    assert new_words([*revised[:3], games, the], committed, 31.99) == [games, the]

@@ -385,11 +385,11 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
                                            [word_key(w.word.word) for w in words])
         if score >= min(2, len(committed)):
             last = committed[-1].word
-            # Ties leave a revised last word ("home" heard again as "foam") over as new: it is
-            # not, when it starts within the last committed word. A word after the last
-            # committed word heard again as it was is new, wherever DTW puts it.
+            # Ties leave revised last words ("maus trap" heard again as "mouth strap") over as
+            # new: they are not, when they start within the committed words. A word after the
+            # last committed word heard again as it was is new, wherever DTW puts it.
             heard_last = cut > 0 and word_key(words[cut - 1].word.word) == word_key(last.word)
-            if not heard_last and cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
+            while not heard_last and cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
                 cut += 1
             return list(words[cut:])
     # By time: a word is new when most of it lies after the committed words (DTW squeezes the
@@ -411,11 +411,44 @@ def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord], shor
 
 def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4) -> list[HeardWord]:
     """Without context, a decoding that starts right at the end of the last committed word
-    may hear that word (or its ending) again: drop such a first word."""
+    may hear that word (or its ending) again: drop such a first word. So is a first word that
+    lies mostly inside the last committed word and is a variant of it ("knock" heard again as
+    "knack", "trap" as "strap", "eight" as "8"): the same audio written another way."""
     if not words or not last:
         return words
     prev, first = word_key(last[-1].word.word), word_key(words[0].word.word)
-    near = words[0].word.start < last[-1].word.end + window_s
-    if near and first and (first == prev or (len(first) >= 2 and prev.endswith(first))):
+    w, end = words[0].word, last[-1].word.end
+    if not first:
+        return words
+    if w.start < end + window_s and (first == prev or (len(first) >= 2 and prev.endswith(first))):
+        return words[1:]
+    if (w.start + w.end) / 2 < end and is_variant(prev, first):
         return words[1:]
     return words
+
+
+_NUMBERS = {name: str(i) for i, name in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"))}
+
+
+def is_variant(a: str, b: str) -> bool:
+    """Whether two word keys are one word written two ways: the same number (spelled or in
+    digits), one a longer form of the other at its start ("trap", "strap"), or, for words of
+    four letters or more, one letter apart ("knock", "knack"; "risk", "risks")."""
+    if _NUMBERS.get(a, a) == _NUMBERS.get(b, b):
+        return True
+    short, long_ = sorted((a, b), key=len)
+    if len(short) < 3 or len(long_) - len(short) > 1:
+        return False
+    if long_.endswith(short):
+        return True
+    return len(short) >= 4 and _one_edit(short, long_)
+
+
+def _one_edit(short: str, long_: str) -> bool:
+    """``long_`` is ``short`` with one letter changed (same length) or inserted."""
+    if len(short) == len(long_):
+        return sum(x != y for x, y in zip(short, long_, strict=True)) == 1
+    i = next((k for k, (x, y) in enumerate(zip(short, long_, strict=False)) if x != y), len(short))
+    return short[i:] == long_[i + 1:]
