@@ -170,11 +170,11 @@ def test_cli_transcribe_and_errors(jfk_path: Path, tmp_path: Path, capsys: pytes
     assert cli_main(["transcribe", str(jfk_path), "--model", "nope", "--no-progress"]) == 2
 
 
-def test_cli_transcribe_and_listen_run_int8_on_the_cpu_unless_told(jfk_path: Path, tmp_path: Path) -> None:
+def test_model_commands_run_int8_on_the_cpu_unless_told(jfk_path: Path, tmp_path: Path) -> None:
     from stenoflow.cli import build_parser, compute_for
 
-    for command in ("transcribe", "listen"):
-        args = build_parser().parse_args([command, str(jfk_path)])
+    for command in ("transcribe", "listen", "stream", "serve"):
+        args = build_parser().parse_args([command] + ([] if command == "serve" else [str(jfk_path)]))
         assert args.compute is None and compute_for(args.device) == "int8"
     assert compute_for("cuda:0") == "float32"  # int8 is a CPU kernel
     assert build_parser().parse_args(["transcribe", str(jfk_path), "--compute", "float32"]).compute == "float32"

@@ -40,11 +40,12 @@ def _temperatures(text: str) -> tuple[float, ...]:
     return values
 
 
-def add_model_args(p: argparse.ArgumentParser, default_compute: str | None = "float32") -> None:
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """--model, --compute, --device, --threads; ``main`` resolves an absent --compute by device."""
     p.add_argument("--model", default="tiny.en", help="tiny.en, base, or a path to a model file/directory")
-    p.add_argument("--compute", default=default_compute, choices=["float32", "int8", "float16"],
+    p.add_argument("--compute", default=None, choices=["float32", "int8", "float16"],
                    help="precision: float32, int8 (per-channel weights, per-row activations; CPU), float16 "
-                        f"(CUDA); default {default_compute or 'int8 on the CPU, float32 on CUDA'}")
+                        "(CUDA); default int8 on the CPU, float32 on CUDA")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch (default: all cores)")
 
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("transcribe", help="transcribe audio files")
     t.add_argument("files", nargs="+", type=Path, help="audio files (wav, flac, ogg, mp3, m4a, ...)")
-    add_model_args(t, default_compute=None)
+    add_model_args(t)
     t.add_argument("--language", default=None, help="language code; default: detect (multilingual models)")
     t.add_argument("--task", default="transcribe", choices=["transcribe", "translate"])
     t.add_argument("--beam-size", type=int, default=5, help="beams (1 = greedy)")
@@ -92,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "StreamOptions, the configuration the streaming benchmark found best.")
     st.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
     st.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
-    add_model_args(st, default_compute=DEFAULT_COMPUTE)
+    add_model_args(st)
     st.add_argument("--variant", default=None,
                     help="a named variant, e.g. live+hush+draft or whisper-s+hush+verify (see README)")
     st.add_argument("--policy", default=None, choices=["live", "whisper-s"], help="session policy")
@@ -135,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(pilot inference) and prints each utterance's text with its latency.")
     ls.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
     ls.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
-    add_model_args(ls, default_compute=None)
+    add_model_args(ls)
     ls.add_argument("--language", default="en", help="language code (default en)")
     ls.add_argument("--beam-size", type=int, default=5, help="beams of the final pass (1 = greedy)")
     ls.add_argument("--hang", type=float, default=None, help="seconds of silence that end an utterance (0.5)")
@@ -155,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--json", action="store_true", help="one JSON object per utterance instead of text lines")
 
     sv = sub.add_parser("serve", help="a server: WebSocket live captions, a caption page, OpenAI-compatible REST")
-    add_model_args(sv, default_compute=DEFAULT_COMPUTE)
+    add_model_args(sv)
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--api-key", default=None,
@@ -339,8 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def compute_for(device: str) -> str:
-    """The precision of ``transcribe`` and ``listen`` when none is given: int8 on the CPU, where
-    it is about twice as fast as float32 at the same WER (README: Benchmarks, Voice commands)."""
+    """The precision a model command (transcribe, stream, listen, serve) loads when none is given:
+    int8 on the CPU, where it is about twice as fast as float32 at the same WER (README:
+    Benchmarks, Live captions, Voice commands); float32 elsewhere, as int8 is a CPU kernel."""
     return DEFAULT_COMPUTE if device.split(":", 1)[0] == "cpu" else "float32"
 
 
@@ -349,8 +351,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
     if args.typical and not (args.speculative or args.medusa):
         raise ValueError("--typical accepts drafted tokens: give --speculative DRAFT or --medusa KIND")
-    model = load_model(args.model, device=args.device, compute=args.compute or compute_for(args.device),
-                       threads=args.threads)
+    model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
     draft = model.draft_model(args.speculative) if args.speculative else None
     formats = list(FORMATS) if args.output_format == "all" else [args.output_format]
     failed: list[Path] = []
@@ -749,8 +750,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
     except MicrophoneUnavailable as e:
         log.error("%s", e)
         return 2
-    model = load_model(args.model, device=args.device, compute=args.compute or compute_for(args.device),
-                       threads=args.threads)
+    model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
     session = model.listen(options, offload)
 
     def show(heard: HeardUtterance) -> None:
@@ -800,7 +800,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.ray_address is not None:
         from stenoflow.cluster.serving import ServeOptions, run_serve
 
-        run_serve(ServeOptions(model=args.model, compute=args.compute or "float32", threads=args.threads or 1,
+        run_serve(ServeOptions(model=args.model, compute=args.compute, threads=args.threads or 1,
                                min_replicas=args.replicas, max_replicas=args.max_replicas or args.replicas,
                                sessions_per_replica=args.sessions_per_replica, ray_address=args.ray_address),
                   options)
@@ -878,6 +878,8 @@ COMMANDS = {"transcribe": cmd_transcribe, "stream": cmd_stream, "models": cmd_mo
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "device", None) is not None and args.compute is None:  # a model command (add_model_args)
+        args.compute = compute_for(args.device)
     level = logging.WARNING - 10 * min(args.verbose, 2) if args.verbose else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
