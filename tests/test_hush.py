@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from stenoflow.api import Model
-from stenoflow.audio.hush import HUSH_SAMPLES, HushWord, bundled_hush_path
+from stenoflow.audio.hush import HUSH_SAMPLES, HushWord, bundled_hush_path, find_hush
 from stenoflow.decoding.options import DecodingOptions
 from stenoflow.decoding.repetition import text_loop_start
 
@@ -31,6 +31,22 @@ def test_wrong_length_dtype_or_rate_is_rejected(tmp_path: Path) -> None:
     good = HushWord(np.linspace(-0.1, 0.1, HUSH_SAMPLES, dtype=np.float32), "tiny.en", {"steps": 3})
     again = HushWord.load(good.save(tmp_path / "ok.npz"))
     assert np.array_equal(again.samples, good.samples) and again.record == {"steps": 3}
+
+
+def test_the_hush_word_for_the_models_precision_is_preferred(tmp_path: Path) -> None:
+    """A hush word is optimised through the model as it runs: ``hush.int8.npz`` beside a model
+    serves it in int8, and ``hush.npz`` every other precision (and int8 when it is alone)."""
+    def level(hush: HushWord | None) -> float:
+        assert hush is not None
+        return float(hush.samples[0])
+
+    HushWord(np.full(HUSH_SAMPLES, 0.01, np.float32), "mine").save(tmp_path / "hush.npz")
+    assert level(find_hush("mine", tmp_path, "int8")) == pytest.approx(0.01)
+    HushWord(np.full(HUSH_SAMPLES, 0.02, np.float32), "mine").save(tmp_path / "hush.int8.npz")
+    assert level(find_hush("mine", tmp_path, "int8")) == pytest.approx(0.02)
+    assert level(find_hush("mine", tmp_path / "model.bin", "float32")) == pytest.approx(0.01)  # a model file
+    (tmp_path / "other").mkdir()
+    assert find_hush("mine", tmp_path / "other", "int8") is None
 
 
 @pytest.mark.slow
@@ -62,6 +78,30 @@ def test_a_few_training_steps_lower_the_loss(tiny: Model, jfk_audio: np.ndarray)
                 hush.clamp_(-0.1, 0.1)
         after = float(total().detach())
     assert after < before * 0.9, (before, after)
+
+
+@pytest.mark.slow
+def test_a_window_example_is_a_live_round_from_a_pause_after_the_text_before_it(tiny: Model,
+                                                                                 jfk_audio: np.ndarray) -> None:
+    from stenoflow.training.hush_data import padded_text, window_example
+
+    assert window_example(tiny, jfk_audio[: 16000 * 3], np.random.default_rng(0)) is None  # too short
+    tok = tiny.tokenizer
+    for seed in (1, 2):
+        ex = window_example(tiny, jfk_audio, np.random.default_rng(seed))
+        assert ex is not None
+        starts = [int(i) for i in np.flatnonzero(jfk_audio == ex.audio[0])
+                  if np.array_equal(jfk_audio[i: i + ex.audio.size], ex.audio)]
+        assert len(starts) == 1 and starts[0] + ex.audio.size <= jfk_audio.size
+        start = starts[0]
+        # 2-10 s, or shorter where the clip ends first
+        assert ex.audio.size <= 10 * 16000 and (ex.audio.size >= 2 * 16000 or start + ex.audio.size == jfk_audio.size)
+        assert 16000 * 0.6 <= start <= jfk_audio.size - 16000 * 1.6
+        local = float(np.sqrt(np.mean(jfk_audio[start - 160: start + 160] ** 2)))
+        assert local < 0.2 * float(np.sqrt(np.mean(jfk_audio ** 2)))  # between words, not inside one
+        assert ex.initial[0] == tok.sot_prev
+        prompt = tok.decode([t for t in ex.initial[1: ex.initial.index(tok.sot)]]).strip()
+        assert prompt and padded_text(tiny, jfk_audio[:start]).endswith(prompt)
 
 
 @pytest.mark.slow
@@ -98,11 +138,15 @@ def test_shipped_hush_word_ends_jfk(model_name: str, request: pytest.FixtureRequ
 
 
 @pytest.mark.slow
-def test_bench_hush_compares_every_scheme(tmp_path: Path) -> None:
-    from stenoflow.bench.hush_bench import HushBenchOptions, run_hush_bench
+def test_bench_hush_compares_every_scheme(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stenoflow.cli import main
 
-    table = run_hush_bench(HushBenchOptions(models=("tiny.en",), clips=1, threads=2), tmp_path)
+    assert main(["bench", "hush", "--models", "tiny.en", "--clips", "1", "--compute", "int8",
+                 "--out", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert table.strip() == (tmp_path / "hush.md").read_text().strip()
     record = json.loads((tmp_path / "hush.json").read_text())
+    assert record["options"]["compute"] == "int8"
     rows = {r["scheme"]: r for r in record["rows"]}
     assert set(rows) == {"pad 30 s", "no padding", "1 s zeros", "5 s zeros", "1 s noise", "5 s noise", "hush word"}
     gflops = {k: r["encoder_gflops_per_clip"] for k, r in rows.items()}

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from stenoflow.model.quant import FEW_ROWS, Int8Linear, quantize_rows
+from stenoflow.model.quant import (
+    FEW_ROWS,
+    Int8Linear,
+    TrainableInt8Linear,
+    quantize_rows,
+    trainable_int8_layers,
+)
 
 
 def test_rows_keep_their_own_scale() -> None:
@@ -39,6 +45,29 @@ def test_int8_linear_keeps_leading_shape() -> None:
     q = Int8Linear(torch.randn(8, 4), None)
     assert q(torch.randn(2, 3, 4)).shape == (2, 3, 8)
     assert q(torch.randn(2, 20, 4)).shape == (2, 20, 8)
+
+
+def test_trainable_int8_layers_compute_what_int8_does_and_pass_gradients() -> None:
+    """Over many rows (the encoder, a teacher-forced decoder pass) the trainable copy rounds the
+    input as the int8 kernel does; its gradient passes the rounding straight through."""
+    g = torch.Generator().manual_seed(0)
+    net = torch.nn.Sequential(Int8Linear(torch.randn(48, 32, generator=g) * 0.1, torch.randn(48, generator=g)),
+                              torch.nn.Sequential(torch.nn.GELU(), Int8Linear(torch.randn(16, 48, generator=g), None)))
+    x = torch.randn(FEW_ROWS + 40, 32, generator=g)
+    with torch.no_grad():
+        reference = net(x)
+    first: Int8Linear = net[0]  # type: ignore[assignment]
+    weight = first.dequantized()
+    trainable_int8_layers(net)
+    assert not any(isinstance(m, Int8Linear) for m in net.modules())
+    assert sum(isinstance(m, TrainableInt8Linear) for m in net.modules()) == 2
+    x.requires_grad_(True)
+    y = net(x)
+    assert torch.allclose(y, reference, rtol=0, atol=1e-4 * float(reference.abs().max()))
+    layer = net[0]
+    x.grad = None
+    layer(x).sum().backward()
+    assert x.grad is not None and torch.allclose(x.grad, weight.sum(0).expand_as(x), atol=1e-5)
 
 
 @pytest.mark.slow

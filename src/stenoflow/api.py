@@ -78,7 +78,7 @@ class Model:
         non_speech = weights.suppress_ids or self.tokenizer.non_speech_tokens
         self.alignment_heads = weights.alignment_heads or default_alignment_heads(weights.dims)
         self.context = DecoderContext(self.whisper, self.tokenizer, tuple(non_speech), tuple(self.alignment_heads))
-        self.hush: HushWord | None = find_hush(name, Path(weights.source))
+        self.hush: HushWord | None = find_hush(name, Path(weights.source), compute)
         self._medusa: dict[str, MedusaHeads] = {}  # loaded heads by kind or path
         self._drafts: dict[str, Model] = {}  # loaded draft models by name or path
 

@@ -238,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     h = sub.add_parser("train-hush", help="train a hush word (0.5 s of audio that replaces 30 s padding)")
     h.add_argument("--model", default="tiny.en")
+    h.add_argument("--compute", choices=("float32", "int8"), default="int8",
+                   help="the precision the hush word is optimised through (it is used best in the same one)")
+    h.add_argument("--init", type=Path, default=None,
+                   help="start from this hush word (.npz) instead of noise, e.g. one trained in another precision")
     h.add_argument("--steps", type=int, default=2000)
     h.add_argument("--clips-per-step", type=int, default=4)
     h.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate, decayed along a cosine")
@@ -250,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--heldout-clips", type=int, default=40)
     h.add_argument("--cut-share", type=float, default=0.4, help="clips also cut off inside the speech")
     h.add_argument("--prompt-share", type=float, default=0.4, help="examples decoded after a text prompt")
+    h.add_argument("--window-share", type=float, default=0.0,
+                   help="clips that also give a live round's window: from a pause inside the speech, 2-10 s, "
+                        "after the model's transcript of what came before")
     h.add_argument("--eval-every", type=int, default=200)
     h.add_argument("--seed", type=int, default=0)
     h.add_argument("--threads", type=int, default=None)
@@ -311,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     bh.add_argument("--models", default="tiny.en,base")
     bh.add_argument("--clips", type=int, default=40, help="synthesized clips of 2-25 s (plus jfk.wav)")
     bh.add_argument("--threads", type=int, default=2)
+    bh.add_argument("--compute", choices=("float32", "int8"), default="float32",
+                    help="the precision the models run in, each with its hush word for it")
     bh.add_argument("--out", type=Path, default=Path("bench-results"))
 
     bs = bsub.add_parser("stream", help="streaming latency and WER: the ablation, the default and the peers")
@@ -515,7 +524,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stenoflow.bench.hush_bench import HushBenchOptions, run_hush_bench
 
         table = run_hush_bench(HushBenchOptions(models=tuple(args.models.split(",")), clips=args.clips,
-                                                threads=args.threads, drift_minutes=args.drift_minutes), args.out)
+                                                threads=args.threads, compute=args.compute), args.out)
         sys.stdout.write(table + "\n")
         return 0
     raise AssertionError(args.bench)
@@ -703,6 +712,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_train_hush(args: argparse.Namespace) -> int:
     from stenoflow.api import load_model
+    from stenoflow.audio.hush import HushWord
+    from stenoflow.model.quant import trainable_int8_layers
     from stenoflow.training.hush_data import HushDataOptions, hush_examples
     from stenoflow.training.hush_train import HushTrainOptions, train_hush
 
@@ -711,20 +722,24 @@ def cmd_train_hush(args: argparse.Namespace) -> int:
                                early_eot_weight=args.early_eot_weight,
                                eval_every=args.eval_every, seed=args.seed)
     data = HushDataOptions(train_clips=args.train_clips, heldout_clips=args.heldout_clips, cut_share=args.cut_share,
-                           prompt_share=args.prompt_share, seed=args.seed)
-    model = load_model(args.model, threads=args.threads)
+                           prompt_share=args.prompt_share, window_share=args.window_share, seed=args.seed)
+    model = load_model(args.model, compute=args.compute, threads=args.threads)
     log.info("building %d training and %d held-out clips with self-distilled targets", data.train_clips,
              data.heldout_clips)
     train, heldout = hush_examples(model, data)
-    run_dir = args.run_dir or Path(".cache/stenoflow/hush-runs") / args.model
+    if args.compute == "int8":
+        trainable_int8_layers(model.whisper)
+    init = HushWord.load(args.init).samples if args.init else None
+    run_dir = args.run_dir or Path(".cache/stenoflow/hush-runs") / f"{args.model}.{args.compute}"
 
     def shown(row: dict[str, float]) -> dict[str, str]:
         return {"held-out WER": f"{100 * row['wer']:.1f}%", "runaways": f"{100 * row['runaways']:.0f}%"} \
             if "wer" in row else {}
 
     with _training_progress(options.steps, args.no_progress, shown) as progress:
-        hush = train_hush(model, train, heldout, options, run_dir, progress)
-    hush = replace(hush, record={**hush.record, "data": asdict(data)})
+        hush = train_hush(model, train, heldout, options, run_dir, progress, init)
+    hush = replace(hush, record={**hush.record, "data": asdict(data), "compute": args.compute,
+                                 "init": str(args.init) if args.init else None})
     out = args.out or run_dir / "hush.npz"
     hush.save(out)
     (out.with_suffix(".json")).write_text(json.dumps(hush.record, indent=1))

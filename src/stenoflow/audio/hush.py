@@ -72,20 +72,28 @@ class HushWord:
         return torch.from_numpy(self.samples).to(device)
 
 
-def bundled_hush_path(model_name: str) -> Path | None:
-    """The hush word shipped with stenoflow for a named model, if there is one."""
-    ref = resources.files("stenoflow") / "assets" / "hush" / f"{model_name}.npz"
-    path = Path(str(ref))
-    return path if path.is_file() else None
+def hush_file_names(stem: str, compute: str) -> list[str]:
+    """File names a hush word for ``stem`` run in ``compute`` may have, most specific first.
+
+    A hush word is optimised through the model as it runs: one trained through the int8 model
+    (``base.int8.npz``) is preferred there, and the precision-free one serves every other."""
+    return [f"{stem}.{compute}.npz", f"{stem}.npz"]
 
 
-def find_hush(model_name: str, model_path: Path | None) -> HushWord | None:
-    """The hush word for a model: ``hush.npz`` beside a model file/directory, else the bundled one."""
+def bundled_hush_path(model_name: str, compute: str = "float32") -> Path | None:
+    """The hush word shipped with stenoflow for a named model run in ``compute``, if there is one."""
+    folder = Path(str(resources.files("stenoflow") / "assets" / "hush"))
+    return next((folder / n for n in hush_file_names(model_name, compute) if (folder / n).is_file()), None)
+
+
+def find_hush(model_name: str, model_path: Path | None, compute: str = "float32") -> HushWord | None:
+    """The hush word for a model run in ``compute``: ``hush[.COMPUTE].npz`` beside a model
+    file/directory, else the bundled one."""
     candidates = []
     if model_path is not None:
         base = model_path if model_path.is_dir() else model_path.parent
-        candidates.append(base / "hush.npz")
-    bundled = bundled_hush_path(model_name)
+        candidates += [base / n for n in hush_file_names("hush", compute)]
+    bundled = bundled_hush_path(model_name, compute)
     if bundled is not None:
         candidates.append(bundled)
     for c in candidates:

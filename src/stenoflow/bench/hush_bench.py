@@ -37,6 +37,7 @@ class HushBenchOptions:
     models: tuple[str, ...] = ("tiny.en", "base")
     clips: int = 40  # synthesized evaluation clips (2-25 s), plus jfk.wav
     threads: int = 2
+    compute: str = "float32"  # the precision the models run in (each uses its hush word for it)
     seed: int = 0
 
 
@@ -82,7 +83,7 @@ def run_hush_bench(options: HushBenchOptions, out_dir: Path) -> str:
     rows: list[dict[str, object]] = []
     hush_records: dict[str, object] = {}
     for name in options.models:
-        model = load_model(name, threads=options.threads)
+        model = load_model(name, compute=options.compute, threads=options.threads)
         hush_records[name] = model.hush.record if model.hush is not None else None
         table = schemes(model, np.random.default_rng(options.seed))
         if model.hush is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 FEW_ROWS = 16  # at most this many rows take the fbgemm kernel
@@ -82,6 +83,39 @@ class Int8Linear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row"
+
+
+def fake_quantize_rows(x: Tensor) -> Tensor:
+    """``x`` rounded to int8 with one scale per row, as :class:`Int8Linear` rounds its input,
+    with the rounding passed straight through for gradients."""
+    sx = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / 127.0
+    return x + (torch.round(x / sx) * sx - x).detach()
+
+
+class TrainableInt8Linear(nn.Module):
+    """An :class:`Int8Linear`'s arithmetic in float, differentiable in its input.
+
+    Same int8 weights, same per-row rounding of the input; the product is summed in float32
+    instead of int32, which changes nothing but the last bits. For optimising an input (a hush
+    word) through the model as int8 runs it.
+    """
+
+    def __init__(self, layer: Int8Linear) -> None:
+        super().__init__()
+        self.register_buffer("weight", layer.dequantized())
+        self.register_buffer("bias", None if layer.bias is None else layer.bias.clone())
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(fake_quantize_rows(x.float()), self.weight, self.bias)
+
+
+def trainable_int8_layers(module: nn.Module) -> None:
+    """Replace every ``Int8Linear`` below ``module`` (in place) by its ``TrainableInt8Linear``."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, Int8Linear):
+            setattr(module, name, TrainableInt8Linear(child))
+        else:
+            trainable_int8_layers(child)
 
 
 def quantize_linear_layers(module: nn.Module) -> None:

@@ -6,8 +6,11 @@ word carries to an unseen speaker.
 
 Training examples look like what the hush word will follow: whole utterances of 1-25 s (files,
 voice commands) and, as in streaming rounds, speech cut off at any point (mid-word too) and
-decoded with the previous text as a prompt, with or without timestamps. Every target is the
-model's own greedy transcript of the same input padded to 30 s (self-distillation).
+decoded with the previous text as a prompt, with or without timestamps. Live rounds also start
+inside the speech: a window example begins at a pause between words, runs 2-10 s (the live
+buffer's range) to any point, and is decoded after the model's own transcript of the speech
+before it, as a live round follows its committed text. Every target is the model's own greedy
+transcript of the same input padded to 30 s (self-distillation).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from stenoflow.audio.io import N_SAMPLES
 from stenoflow.bench.datasets import short_clips
 from stenoflow.decoding.options import DecodingOptions
 from stenoflow.decoding.task import DecodingTask
+from stenoflow.streaming.buffer import AudioBuffer
 from stenoflow.training.hush_train import Example
 
 SR = 16000
@@ -38,6 +42,7 @@ class HushDataOptions:
     timestamp_share: float = 0.5  # targets decoded with timestamps (streaming rounds use them)
     cut_share: float = 0.4  # clips that also give an example cut off inside the speech
     prompt_share: float = 0.4  # examples decoded after a prompt of preceding text
+    window_share: float = 0.0  # clips that also give a live-round window starting inside the speech
     seed: int = 0
 
 
@@ -48,6 +53,26 @@ def distilled_example(model: Model, audio: np.ndarray, reference: str, prompt: s
     result = model.decode(mel, options)
     initial = DecodingTask(model.context, options).initial_tokens(model.tokenizer.with_options("en", "transcribe"))
     return Example(audio, tuple(initial), tuple(result.tokens), reference)
+
+
+def padded_text(model: Model, audio: np.ndarray) -> str:
+    """The model's greedy transcript of ``audio`` padded to 30 s."""
+    mel = model.features(audio, padding=max(0, N_SAMPLES - len(audio)))[:, : N_SAMPLES // 160]
+    return model.decode(mel, DecodingOptions(language="en", without_timestamps=True)).text.strip()
+
+
+def window_example(model: Model, audio: np.ndarray, rng: np.random.Generator) -> Example | None:
+    """A live round's input: from a pause inside the speech, 2-10 s to any point, after the
+    model's own transcript of what came before; None when the clip is too short for one."""
+    if len(audio) < 4 * SR:
+        return None
+    buffer = AudioBuffer(SR)
+    buffer.append(audio)
+    around = float(rng.uniform(1.0, len(audio) / SR - 2.0))
+    start = round(buffer.quietest(around - 0.4, around + 0.4) * SR)
+    end = min(len(audio), start + round(float(rng.uniform(2.0, 10.0)) * SR))
+    prompt = last_chars(padded_text(model, audio[:start]), PROMPT_CHARS)
+    return distilled_example(model, audio[start:end], "", prompt, timestamps=bool(rng.random() < 0.5))
 
 
 def last_chars(text: str, limit: int) -> str:
@@ -71,6 +96,10 @@ def training_examples(model: Model, audios: Sequence[np.ndarray], texts: Sequenc
             prompt = last_chars(texts[i - 1], PROMPT_CHARS) if i and rng.random() < options.prompt_share else ""
             timestamps = bool(rng.random() < options.timestamp_share)
             examples.append(distilled_example(model, piece, text if piece is audio else "", prompt, timestamps))
+        if rng.random() < options.window_share:
+            window = window_example(model, audio, rng)
+            if window is not None:
+                examples.append(window)
     return examples
 
 

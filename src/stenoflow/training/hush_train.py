@@ -143,8 +143,11 @@ ProgressFn = Callable[[dict[str, float]], None]
 
 
 def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example], options: HushTrainOptions,
-               run_dir: Path, progress: ProgressFn | None = None) -> HushWord:
+               run_dir: Path, progress: ProgressFn | None = None, init: np.ndarray | None = None) -> HushWord:
     """Train (or resume, from ``run_dir/state.json``) and return the averaged best hush word.
+
+    A new run starts from ``init`` when given (e.g. a hush word trained in another precision),
+    else from faint noise.
 
     ``progress`` gets ``{"step", "loss"}`` after every step and the held-out figures after
     every evaluation.
@@ -160,9 +163,11 @@ def train_hush(model: Model, train: Sequence[Example], heldout: Sequence[Example
         log.info("resuming hush training at step %d", state.step)
     state.runs.append({"start_step": state.step, "steps": options.steps})
     rng = np.random.default_rng([options.seed, state.step])
-    init = np.asarray(state.hush, np.float32) if state.hush else (
-        rng.uniform(-1, 1, HUSH_SAMPLES).astype(np.float32) * options.amplitude * 0.1)
-    hush = torch.nn.Parameter(torch.from_numpy(init.copy()))
+    if state.hush:
+        init = np.asarray(state.hush, np.float32)
+    elif init is None:
+        init = rng.uniform(-1, 1, HUSH_SAMPLES).astype(np.float32) * options.amplitude * 0.1
+    hush = torch.nn.Parameter(torch.from_numpy(np.clip(init, -options.amplitude, options.amplitude)))
     opt = torch.optim.Adam([hush], lr=cosine_lr(state.step, options.steps, options.lr, options.lr_final))
     if state.step and opt_path.is_file():
         opt.load_state_dict(torch.load(opt_path, weights_only=True))
