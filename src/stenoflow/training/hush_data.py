@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from stenoflow.api import Model
 from stenoflow.audio.io import N_SAMPLES
@@ -46,19 +47,23 @@ class HushDataOptions:
     seed: int = 0
 
 
+def padded_mel(model: Model, audio: np.ndarray) -> torch.Tensor:
+    """The log-mel of ``audio`` (at most 30 s) padded with silence to a 30 s window, as a
+    distillation target is heard."""
+    return model.features(audio, padding=max(0, N_SAMPLES - len(audio)))[:, : N_SAMPLES // 160]
+
+
 def distilled_example(model: Model, audio: np.ndarray, reference: str, prompt: str, timestamps: bool) -> Example:
     """The model's greedy transcript of ``audio`` padded to 30 s, as a teacher-forcing target."""
     options = DecodingOptions(language="en", without_timestamps=not timestamps, prompt=prompt or None)
-    mel = model.features(audio, padding=max(0, N_SAMPLES - len(audio)))[:, : N_SAMPLES // 160]
-    result = model.decode(mel, options)
+    result = model.decode(padded_mel(model, audio), options)
     initial = DecodingTask(model.context, options).initial_tokens(model.tokenizer.with_options("en", "transcribe"))
     return Example(audio, tuple(initial), tuple(result.tokens), reference)
 
 
 def padded_text(model: Model, audio: np.ndarray) -> str:
     """The model's greedy transcript of ``audio`` padded to 30 s."""
-    mel = model.features(audio, padding=max(0, N_SAMPLES - len(audio)))[:, : N_SAMPLES // 160]
-    return model.decode(mel, DecodingOptions(language="en", without_timestamps=True)).text.strip()
+    return model.decode(padded_mel(model, audio), DecodingOptions(language="en", without_timestamps=True)).text.strip()
 
 
 def window_example(model: Model, audio: np.ndarray, rng: np.random.Generator) -> Example | None:

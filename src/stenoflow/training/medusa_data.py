@@ -22,12 +22,11 @@ import numpy as np
 import torch
 
 from stenoflow.api import Model
-from stenoflow.audio.io import N_SAMPLES
 from stenoflow.bench.datasets import short_clips
 from stenoflow.decoding.options import DecodingOptions
 from stenoflow.decoding.task import DecodingTask
 from stenoflow.tokenizer import Tokenizer
-from stenoflow.training.hush_data import HELDOUT_VOICES, TRAIN_VOICES, last_chars
+from stenoflow.training.hush_data import HELDOUT_VOICES, TRAIN_VOICES, last_chars, padded_mel
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +57,7 @@ class StateExample:
 @torch.inference_mode()
 def state_example(model: Model, audio: np.ndarray, prompt: str, timestamps: bool, keep_cross: bool) -> StateExample:
     options = DecodingOptions(language="en", without_timestamps=not timestamps, prompt=prompt or None)
-    mel = model.features(audio, padding=max(0, N_SAMPLES - len(audio)))[:, : N_SAMPLES // 160]
-    cross = model.whisper.decoder.cross_kv(model.encode(mel))
+    cross = model.whisper.decoder.cross_kv(model.encode(padded_mel(model, audio)))
     task = DecodingTask(model.context, options)
     result = task.run(cross)
     initial = task.initial_tokens(model.tokenizer.with_options("en", "transcribe"))
