@@ -20,6 +20,7 @@ quantised by replacing its layers (``quantize_linear_layers``).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -109,19 +110,20 @@ class TrainableInt8Linear(nn.Module):
         return F.linear(fake_quantize_rows(x.float()), self.weight, self.bias)
 
 
+def _replace_layers(module: nn.Module, kind: type[nn.Module], build: Callable[[nn.Module], nn.Module]) -> None:
+    """Replace every ``kind`` layer below ``module`` (in place) by ``build(layer)``."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, kind):
+            setattr(module, name, build(child))
+        else:
+            _replace_layers(child, kind, build)
+
+
 def trainable_int8_layers(module: nn.Module) -> None:
     """Replace every ``Int8Linear`` below ``module`` (in place) by its ``TrainableInt8Linear``."""
-    for name, child in list(module.named_children()):
-        if isinstance(child, Int8Linear):
-            setattr(module, name, TrainableInt8Linear(child))
-        else:
-            trainable_int8_layers(child)
+    _replace_layers(module, Int8Linear, TrainableInt8Linear)  # type: ignore[arg-type]
 
 
 def quantize_linear_layers(module: nn.Module) -> None:
     """Replace every ``nn.Linear`` below ``module`` (in place) by its ``Int8Linear``."""
-    for name, child in list(module.named_children()):
-        if isinstance(child, nn.Linear):
-            setattr(module, name, Int8Linear.from_linear(child))
-        else:
-            quantize_linear_layers(child)
+    _replace_layers(module, nn.Linear, Int8Linear.from_linear)  # type: ignore[arg-type]
