@@ -7,9 +7,9 @@ follows one stream. Samples that do not fill a chunk wait for the next call.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import warnings
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +22,13 @@ CHUNK = 512  # samples per probability (32 ms): the window Silero VAD takes at 1
 
 
 def silero_model_path() -> Path:
-    """The TorchScript Silero VAD model inside the installed ``silero-vad`` package."""
-    try:
-        ref = resources.files("silero_vad") / "data" / "silero_vad.jit"
-    except ModuleNotFoundError as e:
-        raise RuntimeError("voice activity detection needs the silero-vad package: "
-                           "pip install -e '.[utterance]' (or bash scripts/setup.sh)") from e
-    path = Path(str(ref))
+    """The TorchScript Silero VAD model inside the installed ``silero-vad`` package. The package is
+    located, not imported: importing it sets torch to one thread for the whole process."""
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("voice activity detection needs the silero-vad package (a dependency of "
+                           "stenoflow): pip install 'silero-vad>=5.1,<7'")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.jit"
     if not path.is_file():
         raise RuntimeError(f"the silero-vad package has no model file at {path}; reinstall silero-vad")
     return path
