@@ -14,6 +14,8 @@
 #   2. .venv with the CPU wheel of torch 2.13.0 pinned first (a plain "torch" could pull a
 #      CUDA build), then the project in editable mode with its model and dev extras.
 #   3. jfk.wav, the classic Whisper sample, taken from the npm package that ships it.
+#   4. Recorded speech with transcripts (LibriVox sentences, card names, a command) from the
+#      test data of the pocketsphinx source package on PyPI, for the recorded bench stream.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -81,6 +83,25 @@ else
     cp "$tmp/$JFK_MEMBER" "$JFK.part"
     mv "$JFK.part" "$JFK"
     log "jfk.wav cached at $JFK"
+fi
+
+# --- 4. recorded speech from the pocketsphinx source package ---------------------------------
+PS_VERSION="5.1.1"
+PS_DIR="$DATA_DIR/pocketsphinx"
+if [ -s "$PS_DIR/goforward.raw" ] && [ -s "$PS_DIR/cards/cards.transcription" ]; then
+    log "recorded speech already unpacked in $PS_DIR"
+else
+    log "fetching recorded speech from the pocketsphinx $PS_VERSION source package"
+    ps_tmp="$(mktemp -d)"
+    .venv/bin/pip download --quiet --no-deps --no-binary :all: -d "$ps_tmp" "pocketsphinx==$PS_VERSION"
+    members=(librivox cards goforward.raw)
+    tar -xzf "$ps_tmp/pocketsphinx-$PS_VERSION.tar.gz" -C "$ps_tmp" \
+        "${members[@]/#/pocketsphinx-$PS_VERSION/test/data/}"
+    rm -rf "$PS_DIR.part" && mkdir -p "$PS_DIR.part"
+    for m in "${members[@]}"; do cp -r "$ps_tmp/pocketsphinx-$PS_VERSION/test/data/$m" "$PS_DIR.part/"; done
+    rm -rf "$PS_DIR" && mv "$PS_DIR.part" "$PS_DIR"
+    rm -rf "$ps_tmp"
+    log "recorded speech unpacked in $PS_DIR"
 fi
 
 log "done"

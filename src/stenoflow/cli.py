@@ -333,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--minutes", type=float, default=3.0, help="length of each continuous stream")
     bs.add_argument("--varied", type=int, default=2, help="varied streams (short items, pauses, lists, numbers)")
     bs.add_argument("--varied-minutes", type=float, default=1.5, help="length of each varied stream")
+    bs.add_argument("--no-recorded", action="store_true",
+                    help="leave out the stream of recorded human speech (LibriVox, jfk, card names, a command)")
     bs.add_argument("--drift-minutes", type=float, default=20.0,
                     help="one long stream through the default configuration (0: none)")
     bs.add_argument("--configs", default="", help="comma list of configuration names or globs to run")
@@ -516,7 +518,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             models=tuple(_list(args.models)), stages=tuple(_list(args.stages)), variants=tuple(_list(args.variants)),
             peers=not args.no_peers, streams=1 if quick else args.streams, minutes=1.0 if quick else args.minutes,
             varied=1 if quick else args.varied, varied_minutes=1.0 if quick else args.varied_minutes,
-            drift_minutes=0.0 if quick else args.drift_minutes, chunk_s=args.chunk, threads=args.threads,
+            recorded=not args.no_recorded, drift_minutes=0.0 if quick else args.drift_minutes, chunk_s=args.chunk, threads=args.threads,
             gold_model=args.gold_model, configs=tuple(_list(args.configs)))
         sys.stdout.write(run_stream_bench(sopts, args.out) + "\n")
         return 0

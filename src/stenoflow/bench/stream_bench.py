@@ -30,6 +30,7 @@ from stenoflow.bench.latency import (
 )
 from stenoflow.bench.machine import machine_record, resident_mb
 from stenoflow.bench.metrics import wer
+from stenoflow.bench.recorded import recorded_available, recorded_stream
 from stenoflow.bench.varied import varied_streams
 from stenoflow.streaming.drivers import StreamRun, run_stream, write_word_log
 from stenoflow.streaming.events import StreamingSession
@@ -51,6 +52,7 @@ class StreamBenchOptions:
     minutes: float = 3.0
     varied: int = 2  # ... and varied streams: short items, pauses, lists, numbers, voices
     varied_minutes: float = 1.5
+    recorded: bool = True  # ... and the stream of recorded human speech (when setup.sh unpacked it)
     drift_minutes: float = 20.0  # one long stream for the default configuration only (0: none)
     chunk_s: float = 0.1  # audio arrives in pieces this long
     threads: int = 2
@@ -146,7 +148,8 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
     torch.set_num_threads(options.threads)
     models = ModelCache()
     configs = select([*default_configs(options, models), *extra_configs], options.configs)
-    clips = [*streams(options.streams, options.minutes), *varied_streams(options.varied, options.varied_minutes)]
+    clips = [*streams(options.streams, options.minutes), *varied_streams(options.varied, options.varied_minutes),
+             *recorded_streams(options.recorded)]
     audios = {c.name: c.load_audio() for c in clips}
     gold = {c.name: gold_words(c, models.get(options.gold_model), audios[c.name]) for c in clips}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -177,6 +180,16 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
     (out_dir / "stream.md").write_text(_markdown(table, record), encoding="utf-8")
     plot(rows, out_dir / "stream.png")
     return table
+
+
+def recorded_streams(wanted: bool) -> list[Clip]:
+    """The recorded stream if it is wanted; if its recordings are missing, none (with a warning)."""
+    if not wanted:
+        return []
+    if not recorded_available():
+        log.warning("recorded speech is missing (run `bash scripts/setup.sh`): the recorded stream is left out")
+        return []
+    return [recorded_stream()]
 
 
 def _file_name(config: str) -> str:
