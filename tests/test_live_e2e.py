@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 import torch
 
+from stenoflow.api import load_model
 from stenoflow.bench.metrics import align_words
 from stenoflow.bench.normalize import normalize_text
+from stenoflow.bench.recorded import recorded_stream
 from stenoflow.bench.varied import varied_stream
-from stenoflow.streaming.drivers import MODES, run_stream
+from stenoflow.streaming.drivers import MODES, StreamRun, run_stream
 from stenoflow.streaming.session import StreamOptions
+from stenoflow.streaming.variants import DEFAULT_COMPUTE
 
 if TYPE_CHECKING:
     from stenoflow.api import Model
@@ -28,6 +31,11 @@ def ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
 
 
 @pytest.fixture(scope="module")
+def recorded() -> Clip:
+    return recorded_stream()
+
+
+@pytest.fixture(scope="module")
 def short_items() -> Clip:
     """About 40 s of short items with pauses and voice changes, ending in a card list and a command."""
     return varied_stream("test-varied", minutes=0.6, seed=7)
@@ -38,26 +46,42 @@ def live(**overrides: object) -> StreamOptions:
                             **overrides})
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_every_word_up_to_the_last_command_is_committed_once(base: Model, short_items: Clip, mode: str) -> None:
-    run = run_stream(lambda: base.stream(live()), short_items.load_audio(), mode, chunk_s=0.1)
-    ref = normalize_text(short_items.text).split()
+def assert_nothing_lost(clip: Clip, run: StreamRun, items_at_end: int = 2) -> None:
+    """Every word of ``clip`` committed once: none dropped (beyond 3 %), none committed twice, the
+    last ``items_at_end`` items all there, and nothing after them."""
+    ref = normalize_text(clip.text).split()
     hyp = normalize_text(run.text).split()
     ops = align_words(ref, hyp)
     deleted = [ref[i] for i, _, op in ops if op == "del"]
-    # A word may be misheard (synthetic voices), never dropped...
+    # A word may be misheard, never dropped...
     assert len(deleted) <= 0.03 * len(ref), (deleted, run.text)
     # ... nor committed twice: a run of four words is said no more often than the speaker said it.
     for gram, count in Counter(ngrams(hyp, 4)).items():
         assert count <= max(1, Counter(ngrams(ref, 4))[gram]), (gram, run.text)
-    cards, command = (normalize_text(s[2]).split() for s in short_items.sentences[-2:])
-    tail = ref[-(len(cards) + len(command)):]
+    tail = [w for s in clip.sentences[-items_at_end:] for w in normalize_text(s[2]).split()]
     kept = {i for i, _, op in ops if op in ("equal", "sub")}
     assert all(i in kept for i in range(len(ref) - len(tail), len(ref))), (tail, run.text)
     # ... and the silence after the last word adds none ("Thank you." on padding).
     assert ops[-1][2] != "ins", run.text
     starts = [w.start for w in run.words]
     assert starts == sorted(starts)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_word_up_to_the_last_command_is_committed_once(base: Model, short_items: Clip, mode: str) -> None:
+    run = run_stream(lambda: base.stream(live()), short_items.load_audio(), mode, chunk_s=0.1)
+    assert_nothing_lost(short_items, run)
+
+
+@pytest.mark.parametrize("mode", ("realtime", "unaware"))
+def test_recorded_speech_is_committed_once_to_its_last_command_and_nothing_after(recorded: Clip, mode: str) -> None:
+    """Real recordings (prose, a speech, card names, "go forward ten meters") through the default
+    session: a breath after the last word is not speech, and is not heard again alone as a word."""
+    model = load_model("base", compute=DEFAULT_COMPUTE)
+    run = run_stream(lambda: model.stream(), recorded.load_audio(), mode, chunk_s=0.1)
+    assert_nothing_lost(recorded, run, items_at_end=3)
+    command = normalize_text(recorded.sentences[-1][2]).split()
+    assert normalize_text(run.text).split()[-len(command):] == command, run.text
 
 
 def test_the_pipelined_session_commits_what_the_sequential_one_does(tiny: Model, short_items: Clip) -> None:

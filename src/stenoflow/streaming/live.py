@@ -11,14 +11,15 @@ commit policies).
 
 Nothing heard is lost:
 
-* a round that hears nothing new, or that jumps over sound, while the audio after the committed
-  words holds speech, is decoded again on that audio alone, without prompt or draft;
+* a round that hears nothing new, or that jumps over speech, while the audio after the committed
+  words holds speech (by a voice activity model, :mod:`.speech`: a breath is sound, not
+  speech), is decoded again on that audio alone, without prompt or draft;
 * when the buffer must lose audio whose words are not final (rounds too slow to confirm them),
   those words are committed as last heard;
 * ``finish()`` decodes the audio after the committed words once more, up to its last sound,
   unconditioned and padded to 30 s as Whisper was trained, and commits all of it (or, if it
   hears nothing, the words the last round left unconfirmed); when the last round left no word
-  unconfirmed, only if that audio holds as much sound as makes a round deaf.
+  unconfirmed, only if that audio holds as much speech as makes a round deaf.
 
 Rounds run in two stages (encode and prefill, then decode); with a :class:`.pipeline.Pipeline`
 the encoder stage of round n+1 runs beside the decoding of round n on another executor. The
@@ -43,6 +44,7 @@ from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
 from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.live_round import Encoded, Heard, HeardWord, LiveRound, RoundInput
+from stenoflow.streaming.speech import SpeechTrack
 
 if TYPE_CHECKING:
     from stenoflow.api import Model
@@ -54,7 +56,7 @@ log = logging.getLogger(__name__)
 SNAP_S = 0.1  # a cut between two words moves to the quietest point this close to their boundary
 ONSET_LEAD_S = 0.3  # audio kept before the first sound when silence is cut away
 SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer keeps
-# A round is deaf when it heard no new word, or its first new word comes after this much sound
+# A round is deaf when it heard no new word, or its first new word comes after this much speech
 # that no word covers, in the audio after the committed words (the end of the buffer, where a
 # word may still be arriving, is left out).
 DEAF_SOUND_S = 0.6
@@ -79,6 +81,7 @@ class LiveSession:
                                     options.commit_unsure_s, options.commit_confident)
         self.pipeline = pipeline
         self.buffer = AudioBuffer()
+        self.speech = SpeechTrack()  # where the audio holds speech, for hearing it again alone
         self.intake = Intake()
         self._committed: list[HeardWord] = []  # recent committed words (prompt and draft)
         self._in_buffer = 0  # index in _committed of the first committed word inside the buffer
@@ -132,6 +135,8 @@ class LiveSession:
     def _plan(self) -> RoundInput:
         """Take the audio that arrived into the buffer and describe the round to run on it."""
         self.intake.take(self._intake_samples(), self.buffer)
+        unfed = round((self.speech.fed_s - self.buffer.offset) * SAMPLE_RATE)
+        self.speech.feed(self.buffer.samples[max(0, unfed) :])
         return RoundInput(self.buffer.samples, self.buffer.offset, self._prompt(), self._dropped + self._in_buffer)
 
     def _intake_limit_s(self) -> float:
@@ -214,13 +219,13 @@ class LiveSession:
         return fresh
 
     def _unless_deaf(self, planned: RoundInput, heard: Heard, heard_before: int) -> tuple[Heard, bool]:
-        """A round that heard no new word, or skipped sound before its first one, is decoded
+        """A round that heard no new word, or skipped speech before its first one, is decoded
         again on the audio after the committed words alone, without prompt or draft (a prompt
         or a buffer cut mid-sentence can make Whisper hear nothing); the better hearing of new
         words wins."""
         start = max(self._committed_end, self.buffer.offset)
         first = heard.words[0].word.start if heard.words else planned.end
-        unheard = self.buffer.sound_seconds(start, min(first, planned.end - DEAF_EDGE_S))
+        unheard = self.speech.seconds(start, min(first, planned.end - DEAF_EDGE_S))
         if unheard < DEAF_SOUND_S:
             return heard, False
         retry = self._hear_alone(planned.end, pad=False)
@@ -229,7 +234,7 @@ class LiveSession:
         if retry is None or not retry.words:
             return heard, True
         retry_first = retry.words[0].word.start
-        if heard.words and self.buffer.sound_seconds(start, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
+        if heard.words and self.speech.seconds(start, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
             return heard, True
         log.debug("round heard %s; alone, the audio after %.2f s gives %r", "nothing" if not heard.words else
                   f"from {first:.2f} s only", start, "".join(w.word.word for w in retry.words))
@@ -253,9 +258,9 @@ class LiveSession:
         start = max(self._committed_end, self.buffer.offset)
         last_sound = self.buffer.last_sound(start, self.buffer.end)
         # The last round heard all the audio in context: with nothing left unconfirmed, only
-        # sound it was deaf to (as much as makes a round deaf) is decoded again. Padded silence
+        # speech it was deaf to (as much as makes a round deaf) is decoded again. Padded silence
         # after the last word is where Whisper writes "Thank you." or "Hello.".
-        if not self._tail and (last_sound is None or self.buffer.sound_seconds(start, self.buffer.end) < DEAF_SOUND_S):
+        if not self._tail and (last_sound is None or self.speech.seconds(start, self.buffer.end) < DEAF_SOUND_S):
             return forced, {}
         t0 = time.perf_counter()
         end = self.buffer.end if last_sound is None else min(self.buffer.end, last_sound + FINAL_SILENCE_S)
@@ -319,6 +324,7 @@ class LiveSession:
                 cut, first_kept = quiet_to, len(self._committed)
         if cut is not None and cut > self.buffer.offset + 0.01:
             self.buffer.trim_to(cut)
+            self.speech.forget(self.buffer.offset)
             self._in_buffer = first_kept
             self._prune()
             self._heap.maybe()
