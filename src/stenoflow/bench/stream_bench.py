@@ -119,8 +119,8 @@ def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[Ben
             configs.append(BenchConfig(
                 label, lambda n=name, c=compute, o=stream_options: models.get(n, c).stream(o),  # type: ignore[misc]
                 "realtime", name, {"compute": compute, **asdict(stream_options)}))
-        if options.peers:
-            configs += peer_configs(name, options)
+    if options.peers:  # last: once a peer ran, CTranslate2's thread pools slow the rounds of any later line
+        configs += [c for name in options.models for c in peer_configs(name, options)]
     return configs
 
 
