@@ -59,7 +59,7 @@ SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer ke
 # A round is deaf when it heard no new word, or its first new word comes after this much speech
 # that no word covers, in the audio after the committed words (the end of the buffer, where a
 # word may still be arriving, is left out).
-DEAF_SOUND_S = 0.6
+DEAF_SPEECH_S = 0.6
 DEAF_EDGE_S = 0.5
 RETRY_LEAD_S = 0.05  # a retry starts this much before the end of the last committed word
 MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live in the text)
@@ -226,7 +226,7 @@ class LiveSession:
         start = max(self._committed_end, self.buffer.offset)
         first = heard.words[0].word.start if heard.words else planned.end
         unheard = self.speech.seconds(start, min(first, planned.end - DEAF_EDGE_S))
-        if unheard < DEAF_SOUND_S:
+        if unheard < DEAF_SPEECH_S:
             return heard, False
         retry = self._hear_alone(planned.end, pad=False)
         if retry is not None:
@@ -260,7 +260,7 @@ class LiveSession:
         # The last round heard all the audio in context: with nothing left unconfirmed, only
         # speech it was deaf to (as much as makes a round deaf) is decoded again. Padded silence
         # after the last word is where Whisper writes "Thank you." or "Hello.".
-        if not self._tail and (last_sound is None or self.speech.seconds(start, self.buffer.end) < DEAF_SOUND_S):
+        if not self._tail and (last_sound is None or self.speech.seconds(start, self.buffer.end) < DEAF_SPEECH_S):
             return forced, {}
         t0 = time.perf_counter()
         end = self.buffer.end if last_sound is None else min(self.buffer.end, last_sound + FINAL_SILENCE_S)
