@@ -36,6 +36,12 @@ def recorded() -> Clip:
 
 
 @pytest.fixture(scope="module")
+def base_default() -> Model:
+    """base in the precision ``stenoflow stream`` loads on the CPU."""
+    return load_model("base", compute=DEFAULT_COMPUTE)
+
+
+@pytest.fixture(scope="module")
 def short_items() -> Clip:
     """About 40 s of short items with pauses and voice changes, ending in a card list and a command."""
     return varied_stream("test-varied", minutes=0.6, seed=7)
@@ -74,11 +80,11 @@ def test_every_word_up_to_the_last_command_is_committed_once(base: Model, short_
 
 
 @pytest.mark.parametrize("mode", ("realtime", "unaware"))
-def test_recorded_speech_is_committed_once_to_its_last_command_and_nothing_after(recorded: Clip, mode: str) -> None:
+def test_recorded_speech_is_committed_once_to_its_last_command_and_nothing_after(base_default: Model, recorded: Clip,
+                                                                                  mode: str) -> None:
     """Real recordings (prose, a speech, card names, "go forward ten meters") through the default
     session: a breath after the last word is not speech, and is not heard again alone as a word."""
-    model = load_model("base", compute=DEFAULT_COMPUTE)
-    run = run_stream(lambda: model.stream(), recorded.load_audio(), mode, chunk_s=0.1)
+    run = run_stream(lambda: base_default.stream(), recorded.load_audio(), mode, chunk_s=0.1)
     assert_nothing_lost(recorded, run, items_at_end=3)
     command = normalize_text(recorded.sentences[-1][2]).split()
     assert normalize_text(run.text).split()[-len(command):] == command, run.text

@@ -16,11 +16,10 @@ import re
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 
+from stenoflow.audio.io import load_audio, validate_samples
 from stenoflow.bench.clips import Clip, Timeline, data_dir, load_cached, write_clip
 from stenoflow.bench.datasets import JFK_TEXT, jfk
-from stenoflow.bench.tts import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
@@ -75,21 +74,14 @@ def _pieces() -> list[tuple[str, str, np.ndarray]]:
     out = []
     for take in LIBRIVOX:
         stem = root / "librivox" / f"sense_and_sensibility_01_austen_64kb-{take}"
-        out.append((f"librivox:{take}", _one_line(stem.with_suffix(".txt")), _wav(stem.with_suffix(".wav"))))
-    out.append(("human:jfk", JFK_TEXT, _wav(jfk().audio_path)))
+        out.append((f"librivox:{take}", _one_line(stem.with_suffix(".txt")), load_audio(stem.with_suffix(".wav"))))
+    out.append(("human:jfk", JFK_TEXT, load_audio(jfk().audio_path)))
     cards = _card_texts(root / "cards" / "cards.transcription")
     for take in CARDS:
-        out.append((f"cards:{take}", cards[take], _wav(root / "cards" / f"{take}.wav")))
-    raw = np.fromfile(root / "goforward.raw", dtype="<i2").astype(np.float32) / 32768.0
-    out.append(("command:goforward", GOFORWARD_TEXT, raw))
+        out.append((f"cards:{take}", cards[take], load_audio(root / "cards" / f"{take}.wav")))
+    raw = np.fromfile(root / "goforward.raw", dtype="<i2")  # 16 kHz mono s16le PCM
+    out.append(("command:goforward", GOFORWARD_TEXT, validate_samples(raw)))
     return out
-
-
-def _wav(path: Path) -> np.ndarray:
-    audio, rate = sf.read(str(path), dtype="float32", always_2d=True)
-    if rate != SAMPLE_RATE:
-        raise ValueError(f"{path}: {rate} Hz, expected {SAMPLE_RATE}")
-    return audio.mean(axis=1)
 
 
 def _one_line(path: Path) -> str:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stenoflow.audio.vad import CHUNK, SileroVad
+from stenoflow.audio.vad import CHUNK, SAMPLE_RATE, SileroVad
 
-SAMPLE_RATE = 16000
 CHUNK_S = CHUNK / SAMPLE_RATE
 SPEECH_PROB = 0.5  # a 32 ms chunk at least this probable is speech
 
