@@ -71,6 +71,21 @@ def test_confident_words_need_no_second_round() -> None:
         AgreementCommit(confident=1.5)
 
 
+def test_words_heard_with_little_audio_before_them_wait_for_more_after_them() -> None:
+    policy = AgreementCommit(frames=10, cold_s=1.5, cold_margin_s=1.2)
+    previous = [hw(" Mister", 0.3, 0.7), hw(" John", 0.7, 1.0), hw(" Dashwood", 1.0, 1.6), hw(" had", 1.6, 1.8)]
+    # A stream's first words: "Mister" and "John" start within 1.5 s of the buffer's start and
+    # were heard less than 1.2 s before its end, so they wait, and so does all that follows.
+    now = heard([hw(" Mister", 0.3, 0.7), hw(" John", 0.7, 1.0), hw(" Dashwood", 1.0, 1.6), hw(" had", 1.6, 1.8)], 1.8)
+    assert policy.commit(previous, now) == 0
+    assert policy.commit(previous, heard(list(now.words), 2.0)) == 1  # 1.3 s after "Mister", 1.0 after "John"
+    # Words after enough audio of the buffer need only the usual margin.
+    later = Heard(tuple(hw(w.word.word, w.word.start + 3, w.word.end + 3) for w in now.words), 5.5, False, False,
+                  offset=0.0)
+    assert AgreementCommit(frames=10, cold_s=1.5, cold_margin_s=1.2).commit(
+        [hw(w.word.word, w.word.start + 3, w.word.end + 3) for w in previous], later) == 4
+
+
 # --- AlignAtt -----------------------------------------------------------------------------------
 def test_alignatt_commits_words_heard_before_the_margin_and_complete() -> None:
     policy = AttentionCommit(frames=20)  # 0.4 s

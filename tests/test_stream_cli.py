@@ -66,3 +66,5 @@ def test_stream_cli_runs_a_named_variant(jfk_path: Path, capsys: pytest.CaptureF
     assert "country" in capsys.readouterr().out
     assert main([*args, "--variant", "whisper-s+louder"]) == 2  # unknown option: a clear error
     assert "louder" in caplog.text
+    assert main([*args, "--cold-margin", "-1"]) == 2
+    assert "cold_margin_s" in caplog.text

@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--commit-confident", type=_probability_or_off, default=None, metavar="P",
                     help="live agreement: words at least this probable are final without a second round "
                          "(default 0.9; 'off': every word waits for a second round)")
+    st.add_argument("--cold-margin", type=float, default=None, dest="cold_margin_s", metavar="S",
+                    help="live agreement: a stream's first words wait until S seconds of audio follow them "
+                         "(default 1.2; 0: only the usual margin)")
     st.add_argument("--context", type=float, default=None, dest="context_s",
                     help="live: seconds of committed speech kept in the buffer")
     st.add_argument("--pipeline", default=None,
@@ -669,7 +672,8 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         split = stored_split(args.model, args.compute)
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "commit",
-                                                    "align_frames", "agree_rounds", "commit_confident", "context_s",
+                                                    "align_frames", "agree_rounds", "commit_confident", "cold_margin_s",
+                                                    "context_s",
                                                     "language", "speculative", "medusa")
              if getattr(args, name) is not None}
     if given.get("commit_confident") == "off":

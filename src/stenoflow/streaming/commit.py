@@ -41,15 +41,17 @@ class AgreementCommit:
     also waits until it heard ``unsure_s`` of audio after it. A word it is confident of (mean
     token probability at least ``confident``) needs no agreement: it is final in the first round
     that heard past it, by the AlignAtt rule (heard ``frames`` before the end, and complete:
-    another word follows it)."""
+    another word follows it). A word that starts within ``cold_s`` of the buffer's start, with
+    little audio before it (a stream's first words), waits until it heard ``cold_margin_s`` after
+    it: with a second of audio Whisper hears "And Mr. John" as "Mr. John", twice alike."""
 
     name = "agreement"
 
     def __init__(self, frames: int = 0, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0,
-                 confident: float | None = None) -> None:
-        if frames < 0 or unsure_s < 0 or not 0 <= sure <= 1 or rounds < 2:
-            raise ValueError(f"need frames >= 0, rounds >= 2, unsure_s >= 0 and 0 <= sure <= 1, got "
-                             f"{frames}, {rounds}, {unsure_s}, {sure}")
+                 confident: float | None = None, cold_s: float = 0.0, cold_margin_s: float = 0.0) -> None:
+        if frames < 0 or unsure_s < 0 or not 0 <= sure <= 1 or rounds < 2 or cold_s < 0 or cold_margin_s < 0:
+            raise ValueError(f"need frames >= 0, rounds >= 2, unsure_s, cold_s, cold_margin_s >= 0 and "
+                             f"0 <= sure <= 1, got {frames}, {rounds}, {unsure_s}, {cold_s}, {cold_margin_s}, {sure}")
         if confident is not None and not 0 < confident <= 1:
             raise ValueError(f"confident must be in (0, 1] or None, got {confident}")
         self.margin = frames / FRAMES_PER_SECOND
@@ -57,6 +59,8 @@ class AgreementCommit:
         self.sure = sure
         self.confident = confident
         self.unsure_margin = max(self.margin, unsure_s)
+        self.cold_s = cold_s
+        self.cold_margin = cold_margin_s
         self._older: list[list[str]] = []  # word keys of the tails before the previous one
 
     def commit(self, previous: Sequence[HeardWord], heard: Heard) -> int:
@@ -67,6 +71,8 @@ class AgreementCommit:
             key = word_key(new.word.word)
             p = new.word.probability  # NaN: neither sure nor confident
             margin = self.margin if p >= self.sure else self.unsure_margin
+            if new.word.start - heard.offset < self.cold_s:
+                margin = max(margin, self.cold_margin)
             if new.heard_at >= heard.end - margin:
                 break
             agreed = len(earlier) >= self.rounds - 1 and all(i < len(e) and e[i] == key for e in earlier)
@@ -102,10 +108,10 @@ COMMIT_POLICIES = ("agreement", "alignatt")
 
 
 def commit_policy(name: str, frames: int, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0,
-                  confident: float | None = None) -> CommitPolicy:
+                  confident: float | None = None, cold_s: float = 0.0, cold_margin_s: float = 0.0) -> CommitPolicy:
     """A new commit policy for one stream (policies may keep state between rounds)."""
     if name == AgreementCommit.name:
-        return AgreementCommit(frames, rounds, sure, unsure_s, confident)
+        return AgreementCommit(frames, rounds, sure, unsure_s, confident, cold_s, cold_margin_s)
     if name == AttentionCommit.name:
         return AttentionCommit(frames)
     raise ValueError(f"unknown commit policy {name!r}; known: {', '.join(COMMIT_POLICIES)}")

@@ -78,7 +78,8 @@ class LiveSession:
         self.options = options = options.resolved(model)
         self.round = LiveRound(model, options)
         self.policy = commit_policy(options.commit, options.align_frames, options.agree_rounds, options.commit_sure,
-                                    options.commit_unsure_s, options.commit_confident)
+                                    options.commit_unsure_s, options.commit_confident, options.cold_s,
+                                    options.cold_margin_s)
         self.pipeline = pipeline
         self.buffer = AudioBuffer()
         self.speech = SpeechTrack()  # where the audio holds speech, for hearing it again alone

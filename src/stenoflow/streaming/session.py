@@ -105,6 +105,11 @@ class StreamOptions:
     # live agreement: a word at least this probable is final in the first round that heard past
     # it (the AlignAtt rule), without waiting for the next round to agree (None: always wait).
     commit_confident: float | None = 0.9
+    # live agreement: a word that starts within cold_s of the buffer's start (a stream's first
+    # words, or the first after a silence the buffer dropped) was heard with too little audio
+    # before it to be sure of: it waits until the model heard cold_margin_s of audio after it.
+    cold_s: float = 1.5
+    cold_margin_s: float = 1.2
     context_s: float = 3.0  # live: committed speech kept in the buffer before the new words
     intake_s: float | None = None  # live: most new audio a round takes (None: all that arrived)
     # live: run the encoder stage of the next round beside this round's decoding, on two
@@ -140,8 +145,8 @@ class StreamOptions:
             raise ValueError(f"commit must be 'agreement' or 'alignatt', got {self.commit!r}")
         if self.commit_confident is not None and not 0 < self.commit_confident <= 1:
             raise ValueError(f"commit_confident must be in (0, 1] or None, got {self.commit_confident}")
-        if self.align_frames < 0 or self.context_s < 0:
-            raise ValueError("align_frames and context_s must be >= 0")
+        if self.align_frames < 0 or self.context_s < 0 or self.cold_s < 0 or self.cold_margin_s < 0:
+            raise ValueError("align_frames, context_s, cold_s and cold_margin_s must be >= 0")
         if self.intake_s is not None and not self.intake_s >= self.step:
             raise ValueError(f"intake_s must be >= step ({self.step} s) or None, got {self.intake_s}")
         if self.pipeline is not None and (len(self.pipeline) != 2 or min(self.pipeline) < 1):
