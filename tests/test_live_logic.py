@@ -80,10 +80,8 @@ def test_words_heard_with_little_audio_before_them_wait_for_more_after_them() ->
     assert policy.commit(previous, now) == 0
     assert policy.commit(previous, heard(list(now.words), 2.0)) == 1  # 1.3 s after "Mister", 1.0 after "John"
     # Words after enough audio of the buffer need only the usual margin.
-    later = Heard(tuple(hw(w.word.word, w.word.start + 3, w.word.end + 3) for w in now.words), 5.5, False, False,
-                  offset=0.0)
-    assert AgreementCommit(frames=10, cold_s=1.5, cold_margin_s=1.2).commit(
-        [hw(w.word.word, w.word.start + 3, w.word.end + 3) for w in previous], later) == 4
+    later = [hw(w.word.word, w.word.start + 3, w.word.end + 3) for w in previous]
+    assert AgreementCommit(frames=10, cold_s=1.5, cold_margin_s=1.2).commit(later, heard(later, 5.5)) == 4
 
 
 # --- AlignAtt -----------------------------------------------------------------------------------

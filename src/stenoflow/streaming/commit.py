@@ -41,9 +41,10 @@ class AgreementCommit:
     also waits until it heard ``unsure_s`` of audio after it. A word it is confident of (mean
     token probability at least ``confident``) needs no agreement: it is final in the first round
     that heard past it, by the AlignAtt rule (heard ``frames`` before the end, and complete:
-    another word follows it). A word that starts within ``cold_s`` of the buffer's start, with
-    little audio before it (a stream's first words), waits until it heard ``cold_margin_s`` after
-    it: with a second of audio Whisper hears "And Mr. John" as "Mr. John", twice alike."""
+    another word follows it). A word that starts within ``cold_s`` of the start of the audio the
+    round heard, with little audio before it (a stream's first words, or the first words of audio
+    heard again alone), waits until it heard ``cold_margin_s`` after it: with a second of audio
+    Whisper hears "And Mr. John" as "Mr. John", twice alike."""
 
     name = "agreement"
 

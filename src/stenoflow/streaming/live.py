@@ -324,8 +324,7 @@ class LiveSession:
             if quiet_to > max(self._committed_end + o.context_s, cut or self.buffer.offset):
                 cut, first_kept = quiet_to, len(self._committed)
         if cut is not None and cut > self.buffer.offset + 0.01:
-            self.buffer.trim_to(cut)
-            self.speech.forget(self.buffer.offset)
+            self._trim(cut)
             self._in_buffer = first_kept
             self._prune()
             self._heap.maybe()
@@ -342,12 +341,17 @@ class LiveSession:
         n = next((i for i, w in enumerate(self._tail) if w.word.start >= cut), len(self._tail))
         forced = self._record(self._tail[:n])
         self._tail = self._tail[n:]
-        self.buffer.trim_to(cut)
+        self._trim(cut)
         self._in_buffer = next((i for i in range(self._in_buffer, len(self._committed))
                                 if self._committed[i].word.start >= cut - 1e-6), len(self._committed))
         log.debug("buffer over %.0f s: %d unconfirmed words committed as heard, audio before %.2f s dropped",
                   o.max_buffer_s, len(forced), cut)
         return forced
+
+    def _trim(self, cut: float) -> None:
+        """Drop the buffer's audio before absolute time ``cut``, and its speech flags with it."""
+        self.buffer.trim_to(cut)
+        self.speech.forget(self.buffer.offset)
 
     def _pending_audio_for_round(self) -> float:
         return min(self.intake.pending, round(self._intake_limit_s() * SAMPLE_RATE)) / SAMPLE_RATE

@@ -105,9 +105,10 @@ class StreamOptions:
     # live agreement: a word at least this probable is final in the first round that heard past
     # it (the AlignAtt rule), without waiting for the next round to agree (None: always wait).
     commit_confident: float | None = 0.9
-    # live agreement: a word that starts within cold_s of the buffer's start (a stream's first
-    # words, or the first after a silence the buffer dropped) was heard with too little audio
-    # before it to be sure of: it waits until the model heard cold_margin_s of audio after it.
+    # live agreement: a word that starts within cold_s of the start of the audio a round heard (a
+    # stream's first words, the first after a silence the buffer dropped, or the first of audio
+    # heard again alone) was heard with too little audio before it to be sure of: it waits until
+    # the model heard cold_margin_s of audio after it.
     cold_s: float = 1.5
     cold_margin_s: float = 1.2
     context_s: float = 3.0  # live: committed speech kept in the buffer before the new words
