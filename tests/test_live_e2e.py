@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -10,11 +11,14 @@ import pytest
 import torch
 
 from stenoflow.api import load_model
+from stenoflow.bench import mixing
+from stenoflow.bench.clips import resolve_voices, speech
 from stenoflow.bench.metrics import align_words
 from stenoflow.bench.normalize import normalize_text
 from stenoflow.bench.recorded import recorded_stream
 from stenoflow.bench.varied import varied_stream
 from stenoflow.streaming.drivers import MODES, StreamRun, run_stream
+from stenoflow.streaming.live import same_number
 from stenoflow.streaming.session import StreamOptions
 from stenoflow.streaming.variants import DEFAULT_COMPUTE
 
@@ -125,6 +129,33 @@ def test_drafting_past_the_previous_round_changes_no_committed_word(tiny: Model,
     assert [(w.word, w.start, w.end) for w in drafted.words] == [(w.word, w.start, w.end) for w in plain.words]
     passes = sum(r.get("forward_passes", 0.0) for r in drafted.rounds)
     assert passes < sum(r.get("forward_passes", 0.0) for r in plain.rounds)
+
+
+LONE_WORDS = {
+    # single words and a command in several voices, each after seconds of silence, as a voice
+    # interface hears them; the stream ends right after the last word
+    "words": ([(6.0, "Go forward ten meters."), (4.0, "Yes."), (5.0, "Stop."), (5.0, "Seven."), (5.0, "Hello."),
+               (2.0, "Down."), (2.0, "Enter.")], 0.3),
+    "command": ([(8.0, "Go forward ten meters.")], 0.2),
+}
+
+
+@pytest.mark.parametrize("mode", ("realtime", "unaware"))
+@pytest.mark.parametrize("stream", LONE_WORDS)
+def test_words_alone_between_silences_are_committed_once(base_default: Model, stream: str, mode: str) -> None:
+    """Whisper loops on a word said alone ("Stop. Stop.", "Seven. 7.") and hears the end of a
+    committed word, heard again alone, as a word ("forward ... were 10 meters"): neither is
+    committed."""
+    items, tail = LONE_WORDS[stream]
+    voices = resolve_voices(None)
+    parts = [piece for k, (pause, text) in enumerate(items)
+             for piece in (mixing.silence(pause), speech(text, voices[k % len(voices)], 1.0, -20.0))]
+    audio = np.concatenate([*parts, mixing.silence(tail)]).astype(np.float32)
+    run = run_stream(lambda: base_default.stream(), audio, mode, chunk_s=0.1)
+    hyp = [same_number(w) for w in normalize_text(run.text).split()]
+    assert hyp[:4] == normalize_text(items[0][1]).split(), run.text
+    assert len(hyp) == len(normalize_text(" ".join(text for _, text in items)).split()), run.text
+    assert all(a != b for a, b in pairwise(hyp)), run.text
 
 
 def test_a_live_stream_of_silence_commits_nothing(tiny: Model) -> None:

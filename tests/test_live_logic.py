@@ -162,7 +162,11 @@ def test_an_echo_is_the_longest_verbatim_repeat_of_the_committed_end() -> None:
     assert echo_length(echo, COMMITTED) == 4  # punctuation and case aside
     assert echo_length([*echo[2:], hw(" Stop.", 10.1, 10.4)], COMMITTED) == 2
     assert echo_length(echo[:3], COMMITTED) == 0  # "Open the front" is not how the committed words end
-    assert echo_length(echo[3:], COMMITTED) == 0  # one word alone is no echo
+    # One word is an echo only as all there is: the decoder looping on it ("Enter. Enter.").
+    assert echo_length(echo[3:], COMMITTED) == 1
+    assert echo_length([hw(" 7.", 10.0, 10.3), hw(" 7.", 10.3, 10.6)], [hw(" Seven", 9.5, 9.9)]) == 1
+    assert echo_length([*echo[3:], hw(" Stop.", 10.1, 10.4)], COMMITTED) == 0  # "door. Door. Stop."
+    assert echo_length([hw(" 70", 10.0, 10.3)], [hw(" Seven", 9.5, 9.9)]) == 0
     assert echo_length(echo, []) == 0 and echo_length([], COMMITTED) == 0
 
 

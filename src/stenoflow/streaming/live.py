@@ -177,7 +177,7 @@ class LiveSession:
             heard = self._decode(encoded, draft)
             self._ahead = self._encode(ahead) if ahead is not None else None
         self._previous = heard
-        heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before)))
+        heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before, heard.end)))
         heard, retried = self._unless_deaf(inp, heard, heard_before)
         n = self.policy.commit(self._tail, heard)
         committed = forced + self._record(heard.words[:n])
@@ -203,20 +203,27 @@ class LiveSession:
         words = [*self._committed[max(0, inp.committed_before - self._dropped) :], *self._tail]
         return tuple(t for w in words for t in w.tokens)
 
-    def _fresh(self, words: Sequence[HeardWord], first: int) -> list[HeardWord]:
+    def _fresh(self, words: Sequence[HeardWord], first: int, end: float) -> list[HeardWord]:
         """The words of a hypothesis that are new: see :func:`new_words`. ``first`` indexes the
         first committed word in the hypothesis's audio; the last few committed words are always
         compared too, since word times at a buffer's end run early and the audio after them may
-        still hold them."""
-        fresh = new_words(words, self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :],
-                          self._committed_end)
-        k = echo_length(fresh, self._committed)
-        if k and self.buffer.sound_seconds(fresh[0].word.start, fresh[k - 1].word.end) < ECHO_SOUND_S:
-            # The decoder said the words just committed once more, over audio without sound
-            # (it loops past the end of speech): not speech, whatever its times say.
+        still hold them. ``end`` is where the audio the hypothesis heard ends."""
+        context = self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :]
+        return self._unechoed(new_words(words, context, self._committed_end), end)
+
+    def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
+        """``fresh`` (words after the committed ones, in audio that ends at ``end``) without
+        the decoder's echo of the committed words."""
+        while k := echo_length(fresh, self._committed):
+            # The decoder said the words just committed once more ("Seven. 7."): an echo, when
+            # from the committed end to the next word (or the end of the audio) there is too
+            # little sound for them to have been said again, whatever their times say.
+            until = fresh[k].word.start if k < len(fresh) else end
+            if self.buffer.sound_seconds(max(self._committed_end, fresh[0].word.start), until) >= ECHO_SOUND_S:
+                break
             log.debug("dropped %r: an echo of the committed words over silence",
                       "".join(w.word.word for w in fresh[:k]))
-            return fresh[k:]
+            fresh = fresh[k:]
         return fresh
 
     def _unless_deaf(self, planned: RoundInput, heard: Heard, heard_before: int) -> tuple[Heard, bool]:
@@ -231,7 +238,7 @@ class LiveSession:
             return heard, False
         retry = self._hear_alone(planned.end, pad=False)
         if retry is not None:
-            retry = replace(retry, words=tuple(self._fresh(retry.words, heard_before)))
+            retry = replace(retry, words=tuple(self._fresh(retry.words, heard_before, retry.end)))
         if retry is None or not retry.words:
             return heard, True
         retry_first = retry.words[0].word.start
@@ -270,18 +277,35 @@ class LiveSession:
         if heard is not None and heard.words:
             # Word times at a buffer's end run early, so the audio after the last committed
             # word may still hold it: what re-transcribes committed words is not new.
-            words = self._fresh(words, self._in_buffer)
+            words = self._fresh(words, self._in_buffer, heard.end)
         if self._tail and not {word_key(w.word.word) for w in words} & {word_key(w.word.word) for w in self._tail}:
             # Alone, a second of audio can make Whisper write anything ("country" as "I'm
             # afraid."): a final hearing that shares no word with what the last round heard in
             # context does not replace it.
             words = self._tail
-        committed = forced + self._record(words)
+        elif self._tail and words is not self._tail:
+            words = self._unclipped(words, start)
+        # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
+        committed = forced + self._record(self._unechoed(list(words), end))
         self._tail = []
         stats = dict(heard.stats) if heard is not None else {}
         stats.update({"final": 1.0, "committed": float(len(committed)),
                       "round_ms": 1000 * (time.perf_counter() - t0)})
         return committed, stats
+
+    def _unclipped(self, heard: list[HeardWord], start: float) -> list[HeardWord]:
+        """The final hearing ``heard`` without words it puts before the last round's first
+        unconfirmed word where that round, in context, heard none and there is too little sound
+        (from ``start``, the committed end) for one: heard alone from the end of the last
+        committed word, whose time runs early, the rest of that word becomes a word of its own
+        ("forward" ... "were 10 meters")."""
+        first = word_key(self._tail[0].word.word)
+        i = next((j for j, w in enumerate(heard) if word_key(w.word.word) == first), 0)
+        if i and self.buffer.sound_seconds(start, self._tail[0].word.start) < ECHO_SOUND_S:
+            log.debug("dropped %r: the end of the last committed word, heard alone",
+                      "".join(w.word.word for w in heard[:i]))
+            return heard[i:]
+        return heard
 
     # --- where stages run ---------------------------------------------------------------------------
     def _encode(self, inp: RoundInput, pad: bool = False) -> Encoded:
@@ -409,15 +433,17 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     return drop_clipped_repeat(fresh, committed[-1:])
 
 
-def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord], shortest: int = 2) -> int:
-    """How many words at the start of ``words`` repeat the last committed words verbatim (the
-    longest such run of at least ``shortest`` words), or 0."""
-    keys = [word_key(w.word.word) for w in words]
-    ends = [word_key(w.word.word) for w in committed[-len(keys):]] if keys else []
-    for k in range(min(len(keys), len(ends)), shortest - 1, -1):
+def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:
+    """How many words at the start of ``words`` repeat the last committed words (numbers spelled
+    or in digits alike): the longest verbatim repeat of two or more; one when ``words`` are
+    nothing but the last committed word again (the decoder looping on it: "Seven. 7. 7."); else
+    0. A single word said twice before others ("That that is") is speech too often to drop."""
+    keys = [same_number(word_key(w.word.word)) for w in words]
+    ends = [same_number(word_key(w.word.word)) for w in committed[-len(keys):]] if keys else []
+    for k in range(min(len(keys), len(ends)), 1, -1):
         if keys[:k] == ends[len(ends) - k:]:
             return k
-    return 0
+    return 1 if ends and all(key == ends[-1] for key in keys) else 0
 
 
 def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4) -> list[HeardWord]:
@@ -443,11 +469,16 @@ _NUMBERS = {name: str(i) for i, name in enumerate((
     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"))}
 
 
+def same_number(key: str) -> str:
+    """A word key with a spelled number up to twenty in digits ("seven" and "7" alike)."""
+    return _NUMBERS.get(key, key)
+
+
 def is_variant(a: str, b: str) -> bool:
     """Whether two word keys are one word written two ways: the same number (spelled or in
     digits), one a longer form of the other at its start ("trap", "strap"), or, for words of
     four letters or more, one letter apart ("knock", "knack"; "risk", "risks")."""
-    if _NUMBERS.get(a, a) == _NUMBERS.get(b, b):
+    if same_number(a) == same_number(b):
         return True
     short, long_ = sorted((a, b), key=len)
     if len(short) < 3 or len(long_) - len(short) > 1:
