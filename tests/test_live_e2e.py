@@ -137,6 +137,7 @@ LONE_WORDS = {
     "words": ([(6.0, "Go forward ten meters."), (4.0, "Yes."), (5.0, "Stop."), (5.0, "Seven."), (5.0, "Hello."),
                (2.0, "Down."), (2.0, "Enter.")], 0.3),
     "command": ([(8.0, "Go forward ten meters.")], 0.2),
+    "again": ([(0.5, "Again."), (3.0, "Again."), (3.0, "Again.")], 0.5),  # said again, not looped
 }
 
 
@@ -145,7 +146,7 @@ LONE_WORDS = {
 def test_words_alone_between_silences_are_committed_once(base_default: Model, stream: str, mode: str) -> None:
     """Whisper loops on a word said alone ("Stop. Stop.", "Seven. 7.") and hears the end of a
     committed word, heard again alone, as a word ("forward ... were 10 meters"): neither is
-    committed."""
+    committed, while a word the speaker says again after a pause is."""
     items, tail = LONE_WORDS[stream]
     voices = resolve_voices(None)
     parts = [piece for k, (pause, text) in enumerate(items)
@@ -153,9 +154,12 @@ def test_words_alone_between_silences_are_committed_once(base_default: Model, st
     audio = np.concatenate([*parts, mixing.silence(tail)]).astype(np.float32)
     run = run_stream(lambda: base_default.stream(), audio, mode, chunk_s=0.1)
     hyp = [same_number(w) for w in normalize_text(run.text).split()]
-    assert hyp[:4] == normalize_text(items[0][1]).split(), run.text
-    assert len(hyp) == len(normalize_text(" ".join(text for _, text in items)).split()), run.text
-    assert all(a != b for a, b in pairwise(hyp)), run.text
+    ref = normalize_text(" ".join(text for _, text in items)).split()
+    assert hyp[:4] == ref[:4], run.text
+    assert len(hyp) == len(ref), run.text
+    said_twice = Counter((a, b) for a, b in pairwise(ref) if a == b)
+    for pair, count in Counter((a, b) for a, b in pairwise(hyp) if a == b).items():
+        assert count <= said_twice[pair], run.text
 
 
 def test_a_live_stream_of_silence_commits_nothing(tiny: Model) -> None:

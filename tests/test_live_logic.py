@@ -201,6 +201,30 @@ def test_a_variant_of_the_last_committed_word_over_its_audio_is_not_new() -> Non
     assert new_words([hw(" dog", 8.84, 8.97), *on], last, 8.92) == [hw(" dog", 8.84, 8.97), *on]
 
 
+class Ear:
+    """Seconds of sound said after a pause: the same for any span; remembers the spans asked about."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.spans: list[tuple[float, float]] = []
+
+    def __call__(self, lo: float, hi: float) -> float:
+        self.spans.append((lo, hi))
+        return self.seconds
+
+
+def test_the_last_committed_word_again_is_new_only_with_a_word_of_sound_after_a_pause() -> None:
+    go = [hw(" stop.", 4.02, 4.28), hw(" Go,", 5.82, 6.22)]
+    again, one = hw(" go.", 6.49, 6.59), hw(" One", 7.35, 8.6)
+    ear = Ear(0.26)
+    assert new_words([again, one], go, 6.22, ear) == [again, one]  # "Go. ... Go."
+    assert ear.spans == [(6.49, 7.35)]  # from the word to the next one
+    assert new_words([again, one], go, 6.22, Ear(0.1)) == [one]  # the end of "Go," heard again
+    assert new_words([again, one], go, 6.22) == [one]  # with no ear for sound, never new
+    four, five = [hw(" 3,", 8.84, 9.04), hw(" 4,", 9.24, 9.3)], hw(" five.", 9.38, 9.5)
+    assert new_words([hw(" four,", 9.26, 9.3), five], four, 9.3, Ear(0.0)) == [five]  # spelled or in digits
+
+
 @pytest.mark.parametrize(("a", "b", "same"), [
     ("knock", "knack", True), ("trap", "strap", True), ("eight", "8", True), ("risk", "risks", True),
     ("the", "a", False), ("on", "an", False), ("cat", "cut", False), ("seven", "7000", False),

@@ -99,6 +99,13 @@ class AudioBuffer:
         _, loud = self._sound_frames(lo, hi)
         return float(loud.sum()) * SOUND_FRAME_S
 
+    def sound_after_pause(self, lo: float, hi: float) -> float:
+        """Seconds of sound between absolute times ``lo`` and ``hi`` after the first quiet frame:
+        what was said after a pause, not the rest of a sound already under way at ``lo``."""
+        _, loud = self._sound_frames(lo, hi)
+        quiet = np.flatnonzero(~loud)
+        return 0.0 if quiet.size == 0 else float(loud[quiet[0]:].sum()) * SOUND_FRAME_S
+
     def _sound_frames(self, lo: float, hi: float) -> tuple[int, np.ndarray]:
         """Index of the first frame at or after ``lo`` and the sound flags of frames up to ``hi``.
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,7 @@ CONTEXT_WORDS = 100  # committed words a hypothesis start is aligned with
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
 TIME_TOLERANCE_S = 0.1  # a word starting this little before the committed end is still new
 FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
+Sound = Callable[[float, float], float]  # seconds of sound between two absolute times (of some kind)
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
 
 
@@ -209,7 +210,7 @@ class LiveSession:
         compared too, since word times at a buffer's end run early and the audio after them may
         still hold them. ``end`` is where the audio the hypothesis heard ends."""
         context = self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :]
-        return self._unechoed(new_words(words, context, self._committed_end), end)
+        return self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause), end)
 
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
         """``fresh`` (words after the committed ones, in audio that ends at ``end``) without
@@ -259,7 +260,8 @@ class LiveSession:
             return None
         inp = RoundInput(samples, self.buffer.offset + first / SAMPLE_RATE, ())
         heard = self._decode(self._encode(inp, pad), ())
-        return replace(heard, words=tuple(drop_clipped_repeat(list(heard.words), self._committed[-1:])))
+        words = drop_clipped_repeat(list(heard.words), self._committed[-1:], sound=self.buffer.sound_after_pause)
+        return replace(heard, words=tuple(words))
 
     def _final_round(self) -> tuple[list[TimedWord], dict[str, float]]:
         forced = self._cap()
@@ -411,7 +413,8 @@ class LiveSession:
             self._dropped += drop
 
 
-def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], committed_end: float) -> list[HeardWord]:
+def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], committed_end: float,
+              sound: Sound | None = None) -> list[HeardWord]:
     """The words of a hypothesis after those that re-transcribe ``committed`` (the committed
     words its audio may hold, the last ending at ``committed_end``): by text where the two
     clearly line up, else by time."""
@@ -430,7 +433,7 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     # By time: a word is new when most of it lies after the committed words (DTW squeezes the
     # times of words at the end of a buffer, so a start alone may fall a little early).
     fresh = [w for w in words if (w.word.start + w.word.end) / 2 >= committed_end - TIME_TOLERANCE_S]
-    return drop_clipped_repeat(fresh, committed[-1:])
+    return drop_clipped_repeat(fresh, committed[-1:], sound=sound)
 
 
 def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:
@@ -446,20 +449,27 @@ def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> i
     return 1 if ends and all(key == ends[-1] for key in keys) else 0
 
 
-def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4) -> list[HeardWord]:
+def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4,
+                        sound: Sound | None = None) -> list[HeardWord]:
     """Without context, a decoding that starts right at the end of the last committed word
-    may hear that word (or its ending) again: drop such a first word. So is a first word that
-    lies mostly inside the last committed word and is a variant of it ("knock" heard again as
-    "knack", "trap" as "strap", "eight" as "8"): the same audio written another way."""
+    may hear that word (or its ending) again: drop such a first word, unless ``sound`` (seconds
+    of sound said after a pause, between two times) finds a word's worth of it from this word
+    (or the committed end, if later) to the word after it: the speaker said it again ("Again.
+    ... Again."; the last word of a hypothesis waits for one). So is a first word that lies mostly inside the
+    last committed word and is a variant of it ("knock" heard again as "knack", "trap" as
+    "strap", "eight" as "8"): the same audio written another way."""
     if not words or not last:
         return words
-    prev, first = word_key(last[-1].word.word), word_key(words[0].word.word)
-    w, end = words[0].word, last[-1].word.end
+    prev, first = same_number(word_key(last[-1].word.word)), same_number(word_key(words[0].word.word))
+    w, last_end = words[0].word, last[-1].word.end
     if not first:
         return words
-    if w.start < end + window_s and (first == prev or (len(first) >= 2 and prev.endswith(first))):
+    if w.start < last_end + window_s and (first == prev or (len(first) >= 2 and prev.endswith(first))):
+        until = words[1].word.start if len(words) > 1 else w.end
+        if first == prev and sound is not None and sound(max(last_end, w.start), until) >= ECHO_SOUND_S:
+            return words
         return words[1:]
-    if (w.start + w.end) / 2 < end and is_variant(prev, first):
+    if (w.start + w.end) / 2 < last_end and is_variant(prev, first):
         return words[1:]
     return words
 
