@@ -67,7 +67,7 @@ CONTEXT_WORDS = 100  # committed words a hypothesis start is aligned with
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
 TIME_TOLERANCE_S = 0.1  # a word starting this little before the committed end is still new
 FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
-Sound = Callable[[float, float], float]  # seconds of sound between two absolute times (of some kind)
+Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts it) between two absolute times
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
 
 
