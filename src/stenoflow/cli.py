@@ -673,8 +673,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "cold_margin_s",
-                                                    "context_s",
-                                                    "language", "speculative", "medusa")
+                                                    "context_s", "language", "speculative", "medusa")
              if getattr(args, name) is not None}
     if given.get("commit_confident") == "off":
         given["commit_confident"] = None

@@ -217,8 +217,8 @@ class LiveSession:
         the decoder's echo of the committed words."""
         while k := echo_length(fresh, self._committed):
             # The decoder said the words just committed once more ("Seven. 7."): an echo, when
-            # from the committed end to the next word (or the end of the audio) there is too
-            # little sound for them to have been said again, whatever their times say.
+            # from the committed end (or the echo's start, if later) to the next word (or the end
+            # of the audio) there is too little sound for them to have been said again.
             until = fresh[k].word.start if k < len(fresh) else end
             if self.buffer.sound_seconds(max(self._committed_end, fresh[0].word.start), until) >= ECHO_SOUND_S:
                 break
@@ -455,9 +455,9 @@ def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], windo
     may hear that word (or its ending) again: drop such a first word, unless ``sound`` (seconds
     of sound said after a pause, between two times) finds a word's worth of it from this word
     (or the committed end, if later) to the word after it: the speaker said it again ("Again.
-    ... Again."; the last word of a hypothesis waits for one). So is a first word that lies mostly inside the
-    last committed word and is a variant of it ("knock" heard again as "knack", "trap" as
-    "strap", "eight" as "8"): the same audio written another way."""
+    ... Again."; the last word of a hypothesis waits for one). So is a first word that lies
+    mostly inside the last committed word and is a variant of it ("knock" heard again as
+    "knack", "trap" as "strap", "eight" as "8"): the same audio written another way."""
     if not words or not last:
         return words
     prev, first = same_number(word_key(last[-1].word.word)), same_number(word_key(words[0].word.word))
