@@ -141,6 +141,19 @@ LONE_WORDS = {
 }
 
 
+def test_a_copy_written_at_one_instant_is_not_committed(recorded: Clip) -> None:
+    """At a short step tiny.en loops over the speech's "And so my fellow Americans, ask not": the
+    copies sit at one instant, before the end of the audio, where their times make them look
+    new, and two rounds agreed on them. Committed words are what was said, each once."""
+    tiny_default = load_model("tiny.en", compute=DEFAULT_COMPUTE)
+    run = run_stream(lambda: tiny_default.stream(step=0.25), recorded.load_audio(), "unaware", chunk_s=0.1)
+    ref, hyp = normalize_text(recorded.text).split(), normalize_text(run.text).split()
+    ops = align_words(ref, hyp)
+    inserted = [hyp[j] for _, j, op in ops if op == "ins"]
+    assert len(inserted) <= 2, (inserted, run.text)  # a copy of that line is seven
+    assert sum(op == "del" for *_, op in ops) <= 0.03 * len(ref), run.text
+
+
 @pytest.mark.parametrize("mode", ("realtime", "unaware"))
 @pytest.mark.parametrize("stream", LONE_WORDS)
 def test_words_alone_between_silences_are_committed_once(base_default: Model, stream: str, mode: str) -> None:

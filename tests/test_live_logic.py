@@ -10,7 +10,7 @@ from stenoflow.decoding.reference import DraftMatcher, Verdict
 from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
 from stenoflow.streaming.events import TimedWord
 from stenoflow.streaming.live import echo_length, is_variant, new_words
-from stenoflow.streaming.live_round import Heard, HeardWord
+from stenoflow.streaming.live_round import Heard, HeardWord, unheard_run
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
 
@@ -243,3 +243,37 @@ def test_every_revised_committed_word_is_left_out_not_only_the_first() -> None:
     # Past the committed audio, the words that follow a revision are new.
     games = hw(" games", 31.95, 32.4)
     assert new_words([*revised[:3], games, the], committed, 31.99) == [games, the]
+
+
+def test_the_last_committed_word_is_matched_where_it_was_heard() -> None:
+    # A card list heard again and written another way: its text matches the committed end as
+    # well at its second card ("free on clums, queen on parts") as at its last ("free on cades,
+    # six on parts"), but only the last lies where "parts." was committed.
+    said = [("Free", 6.2, 6.7), ("off", 6.7, 6.9), ("clubs,", 6.9, 7.4), ("Queen", 7.8, 7.9), ("of", 7.9, 8.2),
+            ("Hearts,", 8.2, 8.6), ("Jack", 8.9, 9.0), ("of", 9.0, 9.3), ("Diamonds,", 9.3, 10.1), ("free", 10.1, 10.3),
+            ("on", 10.3, 10.5), ("trades,", 10.5, 10.9), ("six", 11.2, 11.5), ("on", 11.5, 11.8), ("parts.", 11.8, 12.1)]
+    heard_again = [("Free", 6.2, 6.7), ("on", 6.7, 6.9), ("clums,", 6.9, 7.4), ("queen", 7.8, 7.9), ("on", 7.9, 8.2),
+                   ("parts,", 8.2, 8.55), ("jack", 8.9, 9.0), ("on", 9.0, 9.2), ("diamans,", 9.2, 9.8),
+                   ("free", 10.1, 10.3), ("on", 10.3, 10.5), ("cades,", 10.5, 10.9), ("six", 11.2, 11.5),
+                   ("on", 11.5, 11.8), ("parts.", 11.8, 12.13)]
+    committed = [hw(f" {w}", a, b) for w, a, b in said]
+    again = [hw(f" {w}", a, b) for w, a, b in heard_again]
+    stop = hw(" Stop!", 13.0, 13.3)
+    assert new_words([*again, stop], committed, 12.1) == [stop]
+    # Said again after the committed end, the same words are new.
+    later = [hw(" six", 12.6, 12.9), hw(" on", 12.9, 13.0), hw(" parts.", 13.0, 13.4)]
+    assert new_words([*again[-3:], *later], committed, 12.1) == later
+
+
+def test_words_at_one_instant_before_the_end_of_the_audio_were_not_heard() -> None:
+    costs = [hw(" It", 28.9, 29.5), hw(" costs", 29.5, 29.9), hw(" $17", 29.9, 30.4), hw(" .67.", 30.4, 31.6)]
+    copy = [hw(w, 32.38, 32.38) for w in (" It", " costs", " $17", " .67.")]
+    assert unheard_run([*costs, *copy], before=33.0) == 4
+    # Squeezed against the end of the audio, they are speech heard in part; one or two words
+    # without length are common ("I" in "am I").
+    assert unheard_run([*costs, *copy], before=32.38) is None
+    short = [hw(" am", 30.08, 30.46), hw(" I", 30.46, 30.46), hw(" fellow", 30.46, 30.78)]
+    assert unheard_run([*short, hw(" a", 31.0, 31.0), hw(" b", 31.0, 31.0), *costs], before=40.0) is None
+    # Three words at one instant, then more at another: the first run counts.
+    run = [hw(w, 31.25, 31.25) for w in (" ask", " not.", " And")]
+    assert unheard_run([*short, *run, hw(" ask", 31.25, 32.87)], before=33.6) == 3

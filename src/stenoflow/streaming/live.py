@@ -66,6 +66,8 @@ MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live
 CONTEXT_WORDS = 100  # committed words a hypothesis start is aligned with
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
 TIME_TOLERANCE_S = 0.1  # a word starting this little before the committed end is still new
+# The last committed word heard again this far from where it was committed is another saying of it.
+MISPLACED_S = 1.0
 FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
 Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts it) between two absolute times
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
@@ -427,6 +429,13 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
             # new: they are not, when they start within the committed words. A word after the
             # last committed word heard again as it was is new, wherever DTW puts it.
             heard_last = cut > 0 and word_key(words[cut - 1].word.word) == word_key(last.word)
+            if heard_last and words[cut - 1].word.end < last.end - MISPLACED_S:
+                # Matched to an earlier saying of the last word ("six of hearts" after "queen of
+                # hearts"): the hypothesis re-transcribes up to a later one heard where it was.
+                sayings = [q for q in range(cut + 1, len(words) + 1)
+                           if word_key(words[q - 1].word.word) == word_key(last.word)
+                           and abs(words[q - 1].word.end - last.end) <= MISPLACED_S]
+                cut = min(sayings, key=lambda q: abs(words[q - 1].word.end - last.end), default=cut)
             while not heard_last and cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
                 cut += 1
             return list(words[cut:])

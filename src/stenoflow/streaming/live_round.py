@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -49,6 +49,7 @@ SAMPLE_RATE = 16000
 MIN_SAMPLE_LEN = 32  # tokens a round may write however short its buffer
 TOKENS_PER_S = 12  # ... plus this many per second of it (speech runs at 3-5 tokens a second)
 CUT_SLACK_S = 0.1  # a word starting this little before a cut is still in the buffer (DTW times)
+UNHEARD_RUN = 3  # words the alignment heads place at one instant that were not heard (see unheard_run)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class Encoded:
     encoder_frames: int  # mel frames the encoder heard (for GFLOPs)
     stats: dict[str, float] = field(default_factory=dict)
     draft: DraftWindow | None = None  # the draft model's own encoding of the buffer, if it drafts
+    final: bool = False  # encoded with ``pad``: a stream's final hearing, which no later round repeats
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ class LiveRound:
         t2 = time.perf_counter()
         stats = {"encoder_ms": 1000 * (t1 - t0), "prefill_ms": 1000 * (t2 - t1),
                  "prompt_tokens": float(len(inp.prompt))}
-        return Encoded(inp, prefilled, int(mel.shape[-1]), stats, draft)
+        return Encoded(inp, prefilled, int(mel.shape[-1]), stats, draft, final=pad)
 
     # --- stage B ------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -160,7 +162,7 @@ class LiveRound:
         result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
                                                                draft=encoded.draft or self.heads)
         t1 = time.perf_counter()
-        heard = self._heard(result, inp, cross)
+        heard = self._heard(result, inp, cross, encoded.final)
         t2 = time.perf_counter()
         stats = {**encoded.stats, "decoder_ms": 1000 * (t1 - t0), "alignment_ms": 1000 * (t2 - t1),
                  "encoder_mel_frames": float(encoded.encoder_frames), "audio_s": inp.duration,
@@ -189,7 +191,7 @@ class LiveRound:
             record_alignment=True,
         )
 
-    def _heard(self, result: DecodingResult, inp: RoundInput, cross: CrossKV) -> Heard:
+    def _heard(self, result: DecodingResult, inp: RoundInput, cross: CrossKV, final: bool) -> Heard:
         o = self.options
         end = inp.end
         silent = ((result.no_speech_prob > o.no_speech_threshold and result.avg_logprob < o.log_prob_threshold)
@@ -224,7 +226,16 @@ class LiveRound:
             words.append(HeardWord(TimedWord(w.word, inp.offset + min(w.start, inp.duration),
                                              inp.offset + min(w.end, inp.duration), p),
                                    tuple(tokens[first:index]), inp.offset + at, (rows[first], rows[index - 1] + 1)))
-        return Heard(tuple(words), end, result.ended and loop is None, False, offset=inp.offset, tokens=tuple(seq))
+        # Like a loop, words that were not heard end what the round heard, unless no later round
+        # hears this audio again.
+        run = None if final else unheard_run(words, end - o.align_frames / FRAMES_PER_SECOND)
+        if run is not None:
+            log.debug("round output has %r at one instant: kept the words before it",
+                      "".join(w.word.word for w in words[run:]))
+            seq = seq[: words[run].span[0]]
+            words = words[:run]
+        ended = result.ended and loop is None and run is None
+        return Heard(tuple(words), end, ended, False, offset=inp.offset, tokens=tuple(seq))
 
     def _teacher_forced_alignment(self, cross: CrossKV, tokens: list[int]) -> torch.Tensor:
         """Attention rows for ``tokens`` from one more pass (after a beam search, whose rows were
@@ -237,3 +248,24 @@ class LiveRound:
         model.whisper.decoder(seq, cross, cache, last_only=True)
         assert cache.attention is not None
         return cache.attention[0, len(sot) - 1 : seq.shape[1]]
+
+
+def unheard_run(words: Sequence[HeardWord], before: float) -> int | None:
+    """Index of the first of ``UNHEARD_RUN`` or more words that the alignment heads place at one
+    instant before ``before``, or None. Nobody says three words in no time: the decoder wrote
+    them while its attention stood still, most often a copy of what it had just heard ("It
+    costs $17.67. It costs $17.67.", the second at one instant, 0.9 s before the end of the
+    audio), and their times then say they are new speech. The loop rule misses such copies
+    (two or three of a short phrase). Runs at the end of the audio are left alone: words
+    squeezed against it are the usual output for speech heard in part, and no round commits
+    words there."""
+    i = 0
+    while i < len(words):
+        instant = words[i].word.start
+        j = i
+        while j < len(words) and words[j].word.start == words[j].word.end == instant:
+            j += 1
+        if j - i >= UNHEARD_RUN and instant < before:
+            return i
+        i = max(j, i + 1)
+    return None
