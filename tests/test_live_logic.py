@@ -277,3 +277,15 @@ def test_words_at_one_instant_before_the_end_of_the_audio_were_not_heard() -> No
     # Three words at one instant, then more at another: the first run counts.
     run = [hw(w, 31.25, 31.25) for w in (" ask", " not.", " And")]
     assert unheard_run([*short, *run, hw(" ask", 31.25, 32.87)], before=33.6) == 3
+
+
+def test_a_committed_word_stretched_over_unheard_audio_is_not_new() -> None:
+    # The buffer starts at "day." (71.55 s); the decoder writes it and stops, and DTW stretches
+    # it to the end of the audio, past three seconds of speech it did not hear. Most of it lies
+    # after the committed end, but it starts deep inside the committed audio: not new.
+    committed = [hw(" queen", 74.06, 74.14), hw(" on", 74.14, 74.4), hw(" hearts,", 74.4, 74.76)]
+    day = hw(" day.", 71.55, 78.07)
+    assert new_words([day], committed, 74.76) == []
+    # A new word whose start DTW squeezed a little into the committed audio is still new.
+    knock = hw(" knock", 74.7, 75.2)
+    assert new_words([knock], committed, 74.76) == [knock]

@@ -66,7 +66,8 @@ MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live
 CONTEXT_WORDS = 100  # committed words a hypothesis start is aligned with
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
 TIME_TOLERANCE_S = 0.1  # a word starting this little before the committed end is still new
-# The last committed word heard again this far from where it was committed is another saying of it.
+# The last committed word heard again this far from where it was committed is another saying of
+# it; a word starting this far inside the committed audio is not new.
 MISPLACED_S = 1.0
 FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
 Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts it) between two absolute times
@@ -232,8 +233,11 @@ class LiveSession:
     def _unless_deaf(self, planned: RoundInput, heard: Heard, heard_before: int) -> tuple[Heard, bool]:
         """A round that heard no new word, or skipped speech before its first one, is decoded
         again on the audio after the committed words alone, without prompt or draft (a prompt
-        or a buffer cut mid-sentence can make Whisper hear nothing); the better hearing of new
-        words wins."""
+        or a buffer cut mid-sentence can make Whisper hear nothing). Where the round heard
+        nothing, the hearing alone wins if it heard more; where the round skipped speech, what
+        the hearing alone puts before the round's first word goes before the round's words:
+        alone, Whisper is a worse judge of the words the round heard in context ("Turn right at
+        the next corner" heard alone as "to the next corner")."""
         start = max(self._committed_end, self.buffer.offset)
         first = heard.words[0].word.start if heard.words else planned.end
         unheard = self.speech.seconds(start, min(first, planned.end - DEAF_EDGE_S))
@@ -247,6 +251,11 @@ class LiveSession:
         retry_first = retry.words[0].word.start
         if heard.words and self.speech.seconds(start, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
             return heard, True
+        if heard.words:
+            skipped = tuple(w for w in retry.words if w.word.end <= first + TIME_TOLERANCE_S)
+            if not skipped:
+                return heard, True
+            retry = replace(retry, words=(*skipped, *heard.words))
         log.debug("round heard %s; alone, the audio after %.2f s gives %r", "nothing" if not heard.words else
                   f"from {first:.2f} s only", start, "".join(w.word.word for w in retry.words))
         return replace(retry, stats={**heard.stats, **{f"retry_{k}": v for k, v in retry.stats.items()}}), True
@@ -440,8 +449,11 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
                 cut += 1
             return list(words[cut:])
     # By time: a word is new when most of it lies after the committed words (DTW squeezes the
-    # times of words at the end of a buffer, so a start alone may fall a little early).
-    fresh = [w for w in words if (w.word.start + w.word.end) / 2 >= committed_end - TIME_TOLERANCE_S]
+    # times of words at the end of a buffer, so a start alone may fall a little early), and it
+    # does not start deep inside them: that is a committed word whose end DTW stretched over
+    # audio the decoder did not hear ("day." over 71.6-77.8 s, after it stopped at "in a day.").
+    fresh = [w for w in words if (w.word.start + w.word.end) / 2 >= committed_end - TIME_TOLERANCE_S
+             and w.word.start >= committed_end - MISPLACED_S]
     return drop_clipped_repeat(fresh, committed[-1:], sound=sound)
 
 
