@@ -248,12 +248,10 @@ class LiveSession:
             retry = replace(retry, words=tuple(self._fresh(retry.words, heard_before, retry.end)))
         if retry is None or not retry.words:
             return heard, True
-        retry_first = retry.words[0].word.start
-        if heard.words and self.speech.seconds(start, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
-            return heard, True
         if heard.words:
+            retry_first = retry.words[0].word.start
             skipped = tuple(w for w in retry.words if w.word.end <= first + TIME_TOLERANCE_S)
-            if not skipped:
+            if not skipped or self.speech.seconds(start, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
                 return heard, True
             retry = replace(retry, words=(*skipped, *heard.words))
         log.debug("round heard %s; alone, the audio after %.2f s gives %r", "nothing" if not heard.words else
@@ -437,12 +435,13 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
             # Ties leave revised last words ("maus trap" heard again as "mouth strap") over as
             # new: they are not, when they start within the committed words. A word after the
             # last committed word heard again as it was is new, wherever DTW puts it.
-            heard_last = cut > 0 and word_key(words[cut - 1].word.word) == word_key(last.word)
+            last_key = word_key(last.word)
+            heard_last = cut > 0 and word_key(words[cut - 1].word.word) == last_key
             if heard_last and words[cut - 1].word.end < last.end - MISPLACED_S:
                 # Matched to an earlier saying of the last word ("six of hearts" after "queen of
                 # hearts"): the hypothesis re-transcribes up to a later one heard where it was.
                 sayings = [q for q in range(cut + 1, len(words) + 1)
-                           if word_key(words[q - 1].word.word) == word_key(last.word)
+                           if word_key(words[q - 1].word.word) == last_key
                            and abs(words[q - 1].word.end - last.end) <= MISPLACED_S]
                 cut = min(sayings, key=lambda q: abs(words[q - 1].word.end - last.end), default=cut)
             while not heard_last and cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
