@@ -175,6 +175,22 @@ def test_words_alone_between_silences_are_committed_once(base_default: Model, st
         assert count <= said_twice[pair], run.text
 
 
+@pytest.mark.parametrize("mode", ("realtime", "unaware"))
+def test_room_noise_after_the_speech_adds_no_word(base_default: Model, jfk_audio: np.ndarray, mode: str) -> None:
+    """Over hiss after the last word, rounds with the committed speech as their prompt heard
+    "you." or "I'm ... a lot of people." and agreed on it. The speech is committed, nothing after it."""
+    rng = np.random.default_rng(0)
+    audio = np.concatenate([np.zeros(3 * SR, np.float32), jfk_audio, np.zeros(15 * SR, np.float32)])
+    audio = (audio + mixing.db_to_amplitude(-30.0) * mixing.noise(audio.size, rng)).astype(np.float32)
+    run = run_stream(lambda: base_default.stream(), audio, mode, chunk_s=0.1)
+    ref = normalize_text("And so my fellow Americans, ask not what your country can do for you, "
+                         "ask what you can do for your country.").split()
+    hyp = normalize_text(run.text).split()
+    assert hyp[-3:] == ref[-3:], run.text
+    ops = align_words(ref, hyp)
+    assert sum(op != "equal" for *_, op in ops) <= 3, run.text
+
+
 def test_a_live_stream_of_silence_commits_nothing(tiny: Model) -> None:
     rng = np.random.default_rng(1)
     noise = (1e-4 * rng.standard_normal(6 * SR)).astype(np.float32)

@@ -9,7 +9,7 @@ from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
 from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
 from stenoflow.streaming.events import TimedWord
-from stenoflow.streaming.live import echo_length, is_variant, new_words
+from stenoflow.streaming.live import echo_length, is_variant, new_words, spoken_length
 from stenoflow.streaming.live_round import Heard, HeardWord, unheard_run
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
@@ -289,3 +289,22 @@ def test_a_committed_word_stretched_over_unheard_audio_is_not_new() -> None:
     # A new word whose start DTW squeezed a little into the committed audio is still new.
     knock = hw(" knock", 74.7, 75.2)
     assert new_words([knock], committed, 74.76) == [knock]
+
+
+def test_the_last_words_with_no_speech_near_them_were_not_said() -> None:
+    # Speech (by the voice activity model) from 10 to 13.3 s, then room noise to the end at 20 s.
+    def speech(lo: float, hi: float) -> float:
+        return max(0.0, min(hi, 13.3) - max(lo, 10.0))
+
+    said = [hw(" for", 12.55, 12.77), hw(" your", 12.77, 12.95), hw(" country.", 12.95, 13.33)]
+    over_noise = [hw(" And", 17.2, 17.34), hw(" so", 17.34, 17.82), hw(" my", 17.82, 18.8)]
+    assert spoken_length([*said, *over_noise], speech, 20.0) == 3
+    assert spoken_length(over_noise, speech, 20.0) == 0
+    # A word just after the speech, where DTW may put the last one, is kept.
+    assert spoken_length([*said, hw(" you.", 13.5, 13.7)], speech, 20.0) == 4
+    # A word DTW placed in the pause before a spoken one was said too: only the last go.
+    the = hw(" The", 6.6, 7.7)
+    most = hw(" most", 7.7, 10.2)
+    assert spoken_length([the, most, *said], speech, 20.0) == 5
+    # Speech after the end of the audio a round heard does not count.
+    assert spoken_length([hw(" Go", 8.9, 9.3)], speech, 9.4) == 0

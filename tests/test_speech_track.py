@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from stenoflow.audio.vad import SileroVad
+from stenoflow.bench import mixing
 from stenoflow.bench.recorded import recorded_stream
 from stenoflow.streaming.speech import CHUNK_S, SpeechTrack
 
@@ -52,3 +53,25 @@ def test_the_recorded_stream_is_its_recordings_in_order_with_their_transcripts()
     for (start, end, _), (next_start, _, _) in zip(clip.sentences, clip.sentences[1:], strict=False):
         assert abs(next_start - end - 0.8) < 1e-3  # 0.8 s of silence between recordings
         assert not audio[round(end * SR) + 1 : round(next_start * SR) - 1].any()
+
+
+def test_a_quiet_stream_is_raised_before_the_voice_activity_model_hears_it(jfk_audio: np.ndarray) -> None:
+    """At -63 dBFS Silero VAD alone finds half a second of speech in jfk's 7; a quiet microphone
+    is not silence. Raised, the speech is found, in pieces of any size, and room noise is not."""
+    rng = np.random.default_rng(0)
+    quiet = (0.005 * jfk_audio).astype(np.float32)
+    whole = SpeechTrack()
+    whole.feed(quiet)
+    pieces = SpeechTrack()
+    for piece in np.array_split(quiet, 53):
+        pieces.feed(piece)
+    duration = jfk_audio.size / SR
+    assert whole.seconds(0, duration) > 0.6 * 7.4
+    assert pieces.seconds(0, duration) == whole.seconds(0, duration)
+    for level in (1e-3, 3e-2):  # -60 and -30 dBFS
+        noise = SpeechTrack()
+        noise.feed((level * mixing.noise(10 * SR, rng)).astype(np.float32))
+        assert noise.seconds(0, 10) == 0.0
+    loud = SpeechTrack()
+    loud.feed(jfk_audio)
+    assert loud.seconds(0, duration) > 0.6 * 7.4

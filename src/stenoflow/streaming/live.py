@@ -72,6 +72,7 @@ MISPLACED_S = 1.0
 FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
 Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts it) between two absolute times
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
+UNSPOKEN_S = 0.5  # last words with no speech this close to them were not said: Whisper wrote them over noise
 
 
 class LiveSession:
@@ -213,7 +214,16 @@ class LiveSession:
         compared too, since word times at a buffer's end run early and the audio after them may
         still hold them. ``end`` is where the audio the hypothesis heard ends."""
         context = self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :]
-        return self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause), end)
+        fresh = self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause), end)
+        return self._spoken(fresh, end)
+
+    def _spoken(self, words: list[HeardWord], end: float) -> list[HeardWord]:
+        """``words`` (heard in audio that ends at ``end``) up to the last one speech lies near:
+        see :func:`spoken_length`."""
+        n = spoken_length(words, self.speech.seconds, end)
+        if n < len(words):
+            log.debug("dropped %r: no speech near them", "".join(w.word.word for w in words[n:]))
+        return words[:n]
 
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
         """``fresh`` (words after the committed ones, in audio that ends at ``end``) without
@@ -454,6 +464,19 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     fresh = [w for w in words if (w.word.start + w.word.end) / 2 >= committed_end - TIME_TOLERANCE_S
              and w.word.start >= committed_end - MISPLACED_S]
     return drop_clipped_repeat(fresh, committed[-1:], sound=sound)
+
+
+def spoken_length(words: Sequence[HeardWord], speech: Callable[[float, float], float], end: float) -> int:
+    """How many of ``words`` (heard in audio that ends at ``end``) to keep: all but the last
+    ones that no speech lies near (``speech``: seconds of speech between two times, by a voice
+    activity model). Over hiss, hum or music after speech, Whisper writes "you." or the prompt's
+    words again ("And so my"), and two rounds agree on them. A word before a spoken one stays,
+    wherever DTW put it: after a long pause, "The" of "The most" may be placed seconds before
+    its speech."""
+    n = len(words)
+    while n and not speech(words[n - 1].word.start - UNSPOKEN_S, min(end, words[n - 1].word.end + UNSPOKEN_S)):
+        n -= 1
+    return n
 
 
 def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:

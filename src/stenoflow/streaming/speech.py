@@ -5,6 +5,11 @@ but it takes a breath, a click or the hiss after a word for sound. A live sessio
 without prompt or draft when a round seems deaf to sound, and once more at the end of the
 stream; alone, a breath becomes "players." and padded hiss "Thanks for watching.". Those
 decisions ask this track instead: seconds of speech, by a voice activity model.
+
+Silero VAD hears less and less of speech below about -45 dBFS (at -63 dBFS, 0.5 of 7.5 s), and
+a quiet microphone is not silence. The track raises a quiet stream before the model hears it:
+each chunk is scaled so that the loudest chunk so far would sit at ``QUIET_PEAK`` (never down,
+at most by ``MAX_GAIN``). A stream at speaking level is heard as it is.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from stenoflow.audio.vad import CHUNK, SAMPLE_RATE, SileroVad
 
 CHUNK_S = CHUNK / SAMPLE_RATE
 SPEECH_PROB = 0.5  # a 32 ms chunk at least this probable is speech
+QUIET_PEAK = 0.0316  # RMS (-30 dBFS) that the loudest chunk of a quiet stream is raised to
+MAX_GAIN = 100.0  # at most +40 dB
 
 
 class SpeechTrack:
@@ -25,6 +32,8 @@ class SpeechTrack:
         self._flags = np.zeros(0, dtype=bool)
         self._first = 0  # chunk index of _flags[0]
         self._fed = 0  # samples fed so far
+        self._pending = np.zeros(0, dtype=np.float32)  # samples of a chunk not complete yet
+        self._peak = 0.0  # RMS of the loudest chunk so far
 
     @property
     def fed_s(self) -> float:
@@ -33,9 +42,22 @@ class SpeechTrack:
     def feed(self, samples: np.ndarray) -> None:
         """The next samples of the stream (16 kHz), right after the ones fed before."""
         self._fed += samples.size
-        probs = self._vad(samples)
+        audio = np.concatenate([self._pending, np.asarray(samples, dtype=np.float32)])
+        n = audio.size // CHUNK
+        self._pending = audio[n * CHUNK :].copy()
+        probs = self._vad(self._raised(audio[: n * CHUNK].reshape(n, CHUNK)).reshape(-1))
         if probs.size:
             self._flags = np.concatenate([self._flags, probs >= SPEECH_PROB])
+
+    def _raised(self, chunks: np.ndarray) -> np.ndarray:
+        """``chunks`` (n, CHUNK) scaled, each by the gain the loudest chunk up to it calls for:
+        the same whatever blocks the samples came in."""
+        rms = np.sqrt(np.mean(chunks.astype(np.float64) ** 2, axis=1))
+        peaks = np.maximum.accumulate(np.concatenate([[self._peak], rms]))[1:]
+        if peaks.size:
+            self._peak = float(peaks[-1])
+        gains = np.clip(QUIET_PEAK / np.maximum(peaks, 1e-9), 1.0, MAX_GAIN)
+        return (chunks * gains[:, None]).astype(np.float32)
 
     def seconds(self, lo: float, hi: float) -> float:
         """Seconds of speech between absolute times ``lo`` and ``hi`` (what was fed of them)."""
