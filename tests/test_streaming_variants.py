@@ -67,6 +67,19 @@ def test_the_bench_measures_the_default_beside_the_ablation() -> None:
         default_configs(StreamBenchOptions(models=("tiny.en",), stages=("+turbo",), peers=False), ModelCache())
 
 
+def test_the_bench_can_lay_room_noise_over_its_streams() -> None:
+    from stenoflow.bench.stream_bench import StreamBenchOptions, with_room_noise
+
+    clean = np.zeros(16000 * 4, dtype=np.float32)
+    noisy = with_room_noise(clean, -30.0, "stream-a")
+    assert noisy.dtype == np.float32 and noisy.shape == clean.shape
+    assert abs(20 * np.log10(np.sqrt(np.mean(noisy.astype(np.float64) ** 2))) + 30.0) < 0.5
+    assert np.array_equal(noisy, with_room_noise(clean, -30.0, "stream-a"))  # the same in every run
+    assert not np.array_equal(noisy, with_room_noise(clean, -30.0, "stream-b"))
+    with pytest.raises(ValueError, match="dBFS"):
+        StreamBenchOptions(noise_db=6.0)
+
+
 def test_stream_options_reject_an_unknown_guide() -> None:
     with pytest.raises(ValueError, match="guide"):
         StreamOptions(guide="sometimes")

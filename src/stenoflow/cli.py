@@ -340,6 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="leave out the stream of recorded human speech (LibriVox, jfk, card names, a command)")
     bs.add_argument("--drift-minutes", type=float, default=20.0,
                     help="one long stream through the default configuration (0: none)")
+    bs.add_argument("--noise-db", type=float, default=None,
+                    help="room noise at this level (dBFS RMS, e.g. -30) over every stream, pauses included")
     bs.add_argument("--configs", default="", help="comma list of configuration names or globs to run")
     bs.add_argument("--quick", action="store_true", help="1 stream of each kind, 1 minute, no drift (development)")
     bs.add_argument("--threads", type=int, default=2)
@@ -522,7 +524,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             peers=not args.no_peers, streams=1 if quick else args.streams, minutes=1.0 if quick else args.minutes,
             varied=1 if quick else args.varied, varied_minutes=1.0 if quick else args.varied_minutes,
             recorded=not args.no_recorded, drift_minutes=0.0 if quick else args.drift_minutes, chunk_s=args.chunk, threads=args.threads,
-            gold_model=args.gold_model, configs=tuple(_list(args.configs)))
+            gold_model=args.gold_model, configs=tuple(_list(args.configs)), noise_db=args.noise_db)
         sys.stdout.write(run_stream_bench(sopts, args.out) + "\n")
         return 0
     if args.bench == "hush":

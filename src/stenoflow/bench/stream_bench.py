@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 
 from stenoflow.api import Model, load_model
+from stenoflow.bench import mixing
 from stenoflow.bench.datasets import Clip, streams
 from stenoflow.bench.gold import GoldWord, gold_words
 from stenoflow.bench.latency import (
@@ -53,11 +55,18 @@ class StreamBenchOptions:
     varied: int = 2  # ... and varied streams: short items, pauses, lists, numbers, voices
     varied_minutes: float = 1.5
     recorded: bool = True  # ... and the stream of recorded human speech (when setup.sh unpacked it)
+    # room noise at this level (dBFS RMS) over every stream, pauses and all (None: as recorded):
+    # where Whisper writes words that nobody said ("you.", the last sentence again)
+    noise_db: float | None = None
     drift_minutes: float = 20.0  # one long stream for the default configuration only (0: none)
     chunk_s: float = 0.1  # audio arrives in pieces this long
     threads: int = 2
     gold_model: str = "base"  # aligns the reference text for gold word times
     configs: tuple[str, ...] = ()  # name patterns to run (fnmatch); empty: all
+
+    def __post_init__(self) -> None:
+        if self.noise_db is not None and not self.noise_db <= 0:
+            raise ValueError(f"noise_db is a level in dBFS, at most 0, got {self.noise_db}")
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,8 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
              *recorded_streams(options.recorded)]
     audios = {c.name: c.load_audio() for c in clips}
     gold = {c.name: gold_words(c, models.get(options.gold_model), audios[c.name]) for c in clips}
+    if options.noise_db is not None:  # gold times come from the clean audio
+        audios = {name: with_room_noise(audio, options.noise_db, name) for name, audio in audios.items()}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
     rows = []
@@ -180,6 +191,13 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
     (out_dir / "stream.md").write_text(_markdown(table, record), encoding="utf-8")
     plot(rows, out_dir / "stream.png")
     return table
+
+
+def with_room_noise(audio: np.ndarray, level_db: float, name: str) -> np.ndarray:
+    """``audio`` with room noise at ``level_db`` dBFS RMS over all of it, the same for a stream's
+    name in every run."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    return (audio + mixing.db_to_amplitude(level_db) * mixing.noise(audio.size, rng)).astype(np.float32)
 
 
 def recorded_streams(wanted: bool) -> list[Clip]:
