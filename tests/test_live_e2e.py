@@ -63,8 +63,11 @@ def assert_nothing_lost(clip: Clip, run: StreamRun, items_at_end: int = 2) -> No
     hyp = normalize_text(run.text).split()
     ops = align_words(ref, hyp)
     deleted = [ref[i] for i, _, op in ops if op == "del"]
-    # A word may be misheard, never dropped...
-    assert len(deleted) <= 0.03 * len(ref), (deleted, run.text)
+    # A word may be misheard, never dropped: no stretch of speech goes without words, and few
+    # words go missing at all (a mishearing can merge two: "was ever" as "whenever")...
+    assert len(deleted) <= max(2, 0.03 * len(ref)), (deleted, run.text)
+    deleted_at = [i for i, _, op in ops if op == "del"]
+    assert not any(b - a == 1 for a, b in pairwise(deleted_at)), (deleted, run.text)
     # ... nor committed twice: a run of four words is said no more often than the speaker said it.
     for gram, count in Counter(ngrams(hyp, 4)).items():
         assert count <= max(1, Counter(ngrams(ref, 4))[gram]), (gram, run.text)
