@@ -71,6 +71,21 @@ def test_confident_words_need_no_second_round() -> None:
         AgreementCommit(confident=1.5)
 
 
+def test_a_confident_word_after_one_the_round_skipped_waits_for_agreement() -> None:
+    policy = AgreementCommit(frames=10, confident=0.9)
+    previous = [hw(" diamonds,", 25.12, 25.44), hw(" king", 25.96, 26.08), hw(" on", 26.08, 26.28)]
+    skipped = heard([hw(" King", 25.96, 26.08, p=0.94), hw(" of", 26.08, 26.26), hw(" Globes", 26.26, 26.78)], 27.2)
+    # The previous round heard "diamonds" before "King": this one may have missed it.
+    assert policy.commit(previous, skipped) == 0
+    # Where the previous round heard nothing more before it, "King" is final at once, whatever
+    # that round heard there; a word it heard ending just before (times move between rounds) is
+    # not one more.
+    assert policy.commit([hw(" queen", 25.96, 26.1)], skipped) == 2
+    assert policy.commit([hw(" Three", 25.5, 25.9), hw(" queen", 25.96, 26.1)], skipped) == 2
+    # Agreement still commits what both rounds heard, and a confident word after it.
+    assert policy.commit(previous, heard([hw(" diamonds,", 25.12, 25.5), *skipped.words], 27.2)) == 3
+
+
 def test_words_heard_with_little_audio_before_them_wait_for_more_after_them() -> None:
     policy = AgreementCommit(frames=10, cold_s=1.5, cold_margin_s=1.2)
     previous = [hw(" Mister", 0.3, 0.7), hw(" John", 0.7, 1.0), hw(" Dashwood", 1.0, 1.6), hw(" had", 1.6, 1.8)]

@@ -16,6 +16,7 @@ Pure logic on the round's words, tested without a model.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -23,6 +24,7 @@ from stenoflow.streaming.agreement import word_key
 from stenoflow.streaming.live_round import Heard, HeardWord
 
 FRAMES_PER_SECOND = 50
+SKIP_TOLERANCE_S = 0.1  # a previous round's word ending this far before a word's start was heard before it
 
 
 class CommitPolicy(Protocol):
@@ -41,7 +43,9 @@ class AgreementCommit:
     also waits until it heard ``unsure_s`` of audio after it. A word it is confident of (mean
     token probability at least ``confident``) needs no agreement: it is final in the first round
     that heard past it, by the AlignAtt rule (heard ``frames`` before the end, and complete:
-    another word follows it). A word that starts within ``cold_s`` of the start of the audio the
+    another word follows it), unless the previous round heard more words before it: then this
+    round may have skipped one ("three of diamonds, king" heard as "three of king"), and what
+    follows the skip waits for agreement. A word that starts within ``cold_s`` of the start of the audio the
     round heard, with little audio before it (a stream's first words, or the first words of audio
     heard again alone), waits until it heard ``cold_margin_s`` after it: with a second of audio
     Whisper hears "And Mr. John" as "Mr. John", twice alike."""
@@ -67,6 +71,7 @@ class AgreementCommit:
     def commit(self, previous: Sequence[HeardWord], heard: Heard) -> int:
         earlier = [*self._older, [word_key(w.word.word) for w in previous]][-(self.rounds - 1) :]
         words = heard.words
+        earlier_ends = sorted(w.word.end for w in previous)
         n = 0
         for i, new in enumerate(words):
             key = word_key(new.word.word)
@@ -77,7 +82,8 @@ class AgreementCommit:
             if new.heard_at >= heard.end - margin:
                 break
             agreed = len(earlier) >= self.rounds - 1 and all(i < len(e) and e[i] == key for e in earlier)
-            early = self.confident is not None and p >= self.confident and (i + 1 < len(words) or heard.ended)
+            early = (self.confident is not None and p >= self.confident and (i + 1 < len(words) or heard.ended)
+                     and bisect_right(earlier_ends, new.word.start - SKIP_TOLERANCE_S) <= i)
             if not (agreed or early):
                 break
             n += 1
