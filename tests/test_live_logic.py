@@ -210,6 +210,10 @@ def test_a_variant_of_the_last_committed_word_over_its_audio_is_not_new() -> Non
     eight = [hw(" eight", 73.98, 74.12)]
     of = [hw(" of", 74.14, 74.3), hw(" spades.", 74.32, 74.6)]
     assert new_words([hw(" 8", 73.96, 74.14), *of], eight, 74.12) == of
+    # DTW ended "$17.67" before "seven" was over: heard alone, its ending is a digit of its own.
+    dollars = [hw(" costs", 29.34, 29.56), hw(" $17.67", 29.56, 31.36)]
+    cents = [hw(" cents.", 31.57, 31.85)]
+    assert new_words([hw(" 7", 31.31, 31.57), *cents], dollars, 31.36) == cents
     # A variant after the committed word is a word of its own ("knock, knack"), as is a word
     # over the committed one's audio that is not a variant of it.
     assert new_words([hw(" knack", 8.95, 9.2), *on], last, 8.92) == [hw(" knack", 8.95, 9.2), *on]

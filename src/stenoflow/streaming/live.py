@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stenoflow.memory import HeapTrimmer
-from stenoflow.streaming.agreement import tail_prefix_alignment, word_key
+from stenoflow.streaming.agreement import is_number, tail_prefix_alignment, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
@@ -495,10 +495,10 @@ def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> i
 def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4,
                         sound: Sound | None = None) -> list[HeardWord]:
     """Without context, a decoding that starts right at the end of the last committed word
-    may hear that word (or its ending) again: drop such a first word, unless ``sound`` (seconds
-    of sound said after a pause, between two times) finds a word's worth of it from this word
-    (or the committed end, if later) to the word after it: the speaker said it again ("Again.
-    ... Again."; the last word of a hypothesis waits for one). So is a first word that lies
+    may hear that word (or its ending: "$17.67" as "7") again: drop such a first word, unless
+    ``sound`` (seconds of sound said after a pause, between two times) finds a word's worth of
+    it from this word (or the committed end, if later) to the word after it: the speaker said it
+    again ("Again. ... Again."; the last word of a hypothesis waits for one). So is a first word that lies
     mostly inside the last committed word and is a variant of it ("knock" heard again as
     "knack", "trap" as "strap", "eight" as "8"): the same audio written another way."""
     if not words or not last:
@@ -507,7 +507,8 @@ def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], windo
     w, last_end = words[0].word, last[-1].word.end
     if not first:
         return words
-    if w.start < last_end + window_s and (first == prev or (len(first) >= 2 and prev.endswith(first))):
+    if w.start < last_end + window_s and (first == prev or ((len(first) >= 2 or is_number(first))
+                                                             and prev.endswith(first))):
         until = words[1].word.start if len(words) > 1 else w.end
         if first == prev and sound is not None and sound(max(last_end, w.start), until) >= ECHO_SOUND_S:
             return words
