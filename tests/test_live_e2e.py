@@ -182,9 +182,8 @@ def test_words_alone_between_silences_are_committed_once(base_default: Model, st
 def test_room_noise_after_the_speech_adds_no_word(base_default: Model, jfk_audio: np.ndarray, mode: str) -> None:
     """Over hiss after the last word, rounds with the committed speech as their prompt heard
     "you." or "I'm ... a lot of people." and agreed on it. The speech is committed, nothing after it."""
-    rng = np.random.default_rng(0)
     audio = np.concatenate([np.zeros(3 * SR, np.float32), jfk_audio, np.zeros(15 * SR, np.float32)])
-    audio = (audio + mixing.db_to_amplitude(-30.0) * mixing.noise(audio.size, rng)).astype(np.float32)
+    audio = mixing.with_noise(audio, -30.0, np.random.default_rng(0))
     run = run_stream(lambda: base_default.stream(), audio, mode, chunk_s=0.1)
     ref = normalize_text("And so my fellow Americans, ask not what your country can do for you, "
                          "ask what you can do for your country.").split()

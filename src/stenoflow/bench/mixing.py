@@ -78,6 +78,11 @@ def db_to_amplitude(db: float) -> float:
     return float(10 ** (db / 20))
 
 
+def with_noise(audio: np.ndarray, level_db: float, rng: np.random.Generator) -> np.ndarray:
+    """``audio`` with room noise (:func:`noise`) at ``level_db`` dBFS RMS over all of it."""
+    return (audio + db_to_amplitude(level_db) * noise(audio.size, rng)).astype(np.float32)
+
+
 @dataclass(frozen=True)
 class Placed:
     """A sentence placed on a clip's timeline, in samples."""

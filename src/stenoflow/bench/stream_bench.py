@@ -196,8 +196,7 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
 def with_room_noise(audio: np.ndarray, level_db: float, name: str) -> np.ndarray:
     """``audio`` with room noise at ``level_db`` dBFS RMS over all of it, the same for a stream's
     name in every run."""
-    rng = np.random.default_rng(zlib.crc32(name.encode()))
-    return (audio + mixing.db_to_amplitude(level_db) * mixing.noise(audio.size, rng)).astype(np.float32)
+    return mixing.with_noise(audio, level_db, np.random.default_rng(zlib.crc32(name.encode())))
 
 
 def recorded_streams(wanted: bool) -> list[Clip]:
