@@ -45,10 +45,10 @@ class AgreementCommit:
     that heard past it, by the AlignAtt rule (heard ``frames`` before the end, and complete:
     another word follows it), unless the previous round heard more words before it: then this
     round may have skipped one ("three of diamonds, king" heard as "three of king"), and what
-    follows the skip waits for agreement. A word that starts within ``cold_s`` of the start of the audio the
-    round heard, with little audio before it (a stream's first words, or the first words of audio
-    heard again alone), waits until it heard ``cold_margin_s`` after it: with a second of audio
-    Whisper hears "And Mr. John" as "Mr. John", twice alike."""
+    follows the skip waits for agreement. A word that starts within ``cold_s`` of the start of
+    the audio the round heard, with little audio before it (a stream's first words, or the first
+    words of audio heard again alone), waits until it heard ``cold_margin_s`` after it: with a
+    second of audio Whisper hears "And Mr. John" as "Mr. John", twice alike."""
 
     name = "agreement"
 

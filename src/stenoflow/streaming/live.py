@@ -498,9 +498,9 @@ def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], windo
     may hear that word (or its ending: "$17.67" as "7") again: drop such a first word, unless
     ``sound`` (seconds of sound said after a pause, between two times) finds a word's worth of
     it from this word (or the committed end, if later) to the word after it: the speaker said it
-    again ("Again. ... Again."; the last word of a hypothesis waits for one). So is a first word that lies
-    mostly inside the last committed word and is a variant of it ("knock" heard again as
-    "knack", "trap" as "strap", "eight" as "8"): the same audio written another way."""
+    again ("Again. ... Again."; the last word of a hypothesis waits for one). So is a first
+    word that lies mostly inside the last committed word and is a variant of it ("knock" heard
+    again as "knack", "trap" as "strap", "eight" as "8"): the same audio written another way."""
     if not words or not last:
         return words
     prev, first = same_number(word_key(last[-1].word.word)), same_number(word_key(words[0].word.word))
