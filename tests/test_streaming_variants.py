@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+import torch
 
 from stenoflow.bench.datasets import JFK_TEXT
 from stenoflow.bench.metrics import wer
@@ -143,6 +144,22 @@ def test_hush_streaming_encodes_the_buffer_not_30_s(tiny: Model, jfk_audio: np.n
     for r in rounds:  # buffer + 0.5 s of hush word, never the 30 s window
         assert r["encoder_mel_frames"] == pytest.approx(100 * (r["audio_s"] + 0.5), abs=1)
     assert max(r["encoder_mel_frames"] for r in rounds) < 1200
+
+
+def test_live_rounds_hear_the_buffer_in_a_short_window_of_silence(tiny: Model, jfk_audio: np.ndarray) -> None:
+    """By default a live round pads its buffer with silence to a 15 s window, with at least 5 s of
+    silence after the speech (a longer buffer gets a longer window, up to Whisper's 30 s); the
+    hush word is the whisper-s default and an option for live rounds."""
+    live, whisper_s = StreamOptions().resolved(tiny), StreamOptions(policy="whisper-s").resolved(tiny)
+    assert (live.hush, live.window_s, whisper_s.hush) == (False, 15.0, True)
+    frames = {s: tiny.encoder_input(np.resize(jfk_audio, s * SR), False, 15.0).shape[-1] for s in (3, 12, 28)}
+    assert frames == {3: 1500, 12: 1700, 28: 3000}
+    short = tiny.encoder_input(jfk_audio[: 3 * SR], False, 15.0)
+    silence = short[:, 3 * 100 + 2:]  # what follows the speech is Whisper's silence floor, as in a padded window
+    assert torch.equal(silence, torch.full_like(silence, float(short.min())))
+    assert tiny.encoder_input(jfk_audio[: 3 * SR], True, 15.0).shape[-1] == 350  # speech ⊕ the 0.5 s hush word
+    with pytest.raises(ValueError, match="window_s"):
+        StreamOptions(window_s=31.0)
 
 
 def test_hush_streaming_needs_a_hush_word(tiny: Model) -> None:

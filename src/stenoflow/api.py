@@ -19,7 +19,7 @@ from torch import Tensor
 
 from stenoflow.audio.features import HOP_LENGTH, log_mel_spectrogram
 from stenoflow.audio.hush import HushWord, find_hush
-from stenoflow.audio.io import N_SAMPLES, load_audio, validate_samples
+from stenoflow.audio.io import N_SAMPLES, SAMPLE_RATE, load_audio, validate_samples
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.task import DecoderContext, DecodingTask, detect_language
 from stenoflow.decoding.transcribe import (
@@ -50,6 +50,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMPUTE_TYPES = ("float32", "int8", "float16")
+WINDOW_S = N_SAMPLES / SAMPLE_RATE  # Whisper's window: every input it was trained on was padded to it
+# Least silence after the samples in a window shorter than Whisper's: the model hears where the
+# speech ends from the silence after it (as in its own 30 s windows), so a long input in a short
+# window is extended rather than left with little or none.
+MIN_SILENCE_S = 5.0
+MIN_SILENCE_SAMPLES = round(MIN_SILENCE_S * SAMPLE_RATE)
 
 
 class Model:
@@ -95,11 +101,17 @@ class Model:
         """Log-mel (n_mels, frames) of 16 kHz mono samples, with ``padding`` zero samples appended."""
         return log_mel_spectrogram(audio, n_mels=self.dims.n_mels, padding=padding, device=self.device)
 
-    def encoder_input(self, samples: np.ndarray, hush: bool = True) -> Tensor:
+    def encoder_input(self, samples: np.ndarray, hush: bool = True, window_s: float = WINDOW_S) -> Tensor:
         """The log-mel the encoder hears for a short input: ``samples`` ⊕ the hush word (asked for,
-        the model has one and it fits in 30 s), else the samples padded to a 30 s window."""
+        the model has one and it fits in 30 s), else the samples padded with silence to a window of
+        ``window_s`` seconds (30: Whisper's own window; a shorter one is extended to leave at least
+        MIN_SILENCE_S of silence after the samples)."""
         if hush and self.hush is not None and samples.size + self.hush.samples.size <= N_SAMPLES:
             return self.features(self.hush.append(samples))
+        if window_s < WINDOW_S:
+            total = min(N_SAMPLES, max(round(window_s * SAMPLE_RATE), samples.size + MIN_SILENCE_SAMPLES))
+            if samples.size < total:
+                return self.features(samples, padding=total - samples.size)
         return window(self.features(samples, padding=N_SAMPLES), 0, samples.size // HOP_LENGTH)
 
     @torch.inference_mode()

@@ -100,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--step", type=float, default=None, help="seconds of new audio between rounds")
     st.add_argument("--beam-size", type=int, default=None, help="beams per round (1 = greedy)")
     st.add_argument("--hush", action=argparse.BooleanOptionalAction, default=None,
-                    help="encode buffer + the model's hush word instead of 30 s padding")
+                    help="encode buffer + the model's hush word instead of padding it with silence "
+                         "(default: whisper-s yes, live no)")
+    st.add_argument("--window", type=float, default=None, dest="window_s", metavar="S",
+                    help="live, without --hush: the buffer is padded with silence to S seconds "
+                         "(default 15; 30: Whisper's own window)")
     st.add_argument("--guide", choices=["prune", "verify", "draft"], default=None,
                     help="the previous round guides decoding: prune/verify (whisper-s), draft (live)")
     st.add_argument("--gate", type=float, default=None,
@@ -675,7 +679,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "cold_margin_s",
-                                                    "context_s", "language", "speculative", "medusa")
+                                                    "context_s", "window_s", "language", "speculative", "medusa")
              if getattr(args, name) is not None}
     if given.get("commit_confident") == "off":
         given["commit_confident"] = None

@@ -3,9 +3,10 @@
 A live buffer holds the audio of the words not yet committed and, before them, a few seconds of
 committed speech (context for the model). A round hears it like this:
 
-* stage A, ``encode``: log-mel of the buffer ⊕ hush word (or padded to 30 s), the encoder, the
-  cross-attention keys/values, and the prompt (the committed text before the buffer) through
-  the decoder. None of it depends on what the previous round is still deciding.
+* stage A, ``encode``: log-mel of the buffer padded with silence to a short window (or ⊕ the
+  hush word), the encoder, the cross-attention keys/values, and the prompt (the committed text
+  before the buffer) through the decoder. None of it depends on what the previous round is
+  still deciding.
 * stage B, ``decode``: the draft (the committed words still in the buffer, then the previous
   round's unconfirmed words) is verified in one pass; decoding goes on greedily from where the
   model parts with it, and with a confidence gate opens the beam only where the model is unsure
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from stenoflow.api import WINDOW_S
 from stenoflow.audio.features import HOP_LENGTH
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.repetition import text_loop_start
@@ -134,16 +136,18 @@ class LiveRound:
     # --- stage A ------------------------------------------------------------------------------
     @torch.inference_mode()
     def encode(self, inp: RoundInput, pad: bool = False) -> Encoded:
-        """Encoder and prompt prefill for ``inp``; ``pad``: 30 s of padding, not the hush word."""
+        """Encoder and prompt prefill for ``inp``; ``pad``: Whisper's 30 s window, not the hush
+        word or a shorter window."""
         t0 = time.perf_counter()
         hush = bool(self.options.hush) and not pad
-        mel = self.model.encoder_input(inp.samples, hush)
+        mel = self.model.encoder_input(inp.samples, hush, WINDOW_S if pad else self.options.window_s)
         features = self.model.encode(mel)
         cross = self.model.whisper.decoder.cross_kv(features)
         draft = None
         if self.draft_model is not None and self.pair is not None:  # the draft hears the buffer its own way
             d = self.draft_model
-            draft = DraftWindow(self.pair, d.whisper.decoder.cross_kv(d.encode(d.encoder_input(inp.samples, hush))))
+            heard = d.encoder_input(inp.samples, hush, WINDOW_S if pad else self.options.window_s)
+            draft = DraftWindow(self.pair, d.whisper.decoder.cross_kv(d.encode(heard)))
         t1 = time.perf_counter()
         prefilled = DecodingTask(self.model.context, self._decoding(inp)).prefill(cross)
         t2 = time.perf_counter()

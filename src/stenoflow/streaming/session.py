@@ -54,6 +54,7 @@ SESSION_POLICIES = tuple(GUIDES)
 
 GUIDE_BY_POLICY = {"whisper-s": "verify", "live": "draft"}  # what guide="auto" means
 TRIM_BY_POLICY = {"whisper-s": 15.0, "live": 10.0}  # what buffer_trim_s=None means
+HUSH_BY_POLICY = {"whisper-s": True, "live": False}  # hush=None: the model's hush word, if it has one
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,14 @@ class StreamOptions:
     step: float = 0.35  # seconds of new audio between rounds (back-to-back when rounds are slower)
     policy: str = "live"  # "live" or "whisper-s"
     beam_size: int = 1  # beams per round (1: greedy)
-    # encode buffer ⊕ the model's hush word instead of padding to 30 s (None: when it has one)
+    # encode buffer ⊕ the model's hush word instead of padding it with silence (None: the
+    # policy's choice, see HUSH_BY_POLICY: whisper-s when the model has one, live never)
     hush: bool | None = None
+    # live, without the hush word: the encoder hears the buffer padded with silence to a window of
+    # this many seconds (at least 5 s of silence after it; 30: Whisper's own window). A 15 s
+    # window hears the words about as well as 30 s padding at well under its compute, where the
+    # hush word's 0.5 s loses about a WER point (see the README).
+    window_s: float = 15.0
     # The previous round guides decoding: whisper-s "prune" (token by token) or "verify" (one
     # pass); live "draft" (its unconfirmed tokens, verified in one pass). "auto": "verify" for
     # whisper-s, "draft" for live; None: no guide.
@@ -150,6 +157,8 @@ class StreamOptions:
             raise ValueError("align_frames, context_s, cold_s and cold_margin_s must be >= 0")
         if self.intake_s is not None and not self.intake_s >= self.step:
             raise ValueError(f"intake_s must be >= step ({self.step} s) or None, got {self.intake_s}")
+        if not 0 < self.window_s <= 30.0:
+            raise ValueError(f"window_s must be in (0, 30] seconds, got {self.window_s}")
         if self.pipeline is not None and (len(self.pipeline) != 2 or min(self.pipeline) < 1):
             raise ValueError(f"pipeline takes (encoder threads, decoder threads), each >= 1, got {self.pipeline}")
         if (self.speculative or self.medusa) and self.policy != "live":
@@ -171,9 +180,10 @@ class StreamOptions:
         return max(self.step, self.max_buffer_s - self.trim_s)
 
     def resolved(self, model: Model) -> StreamOptions:
-        """These options with every automatic choice made for ``model``: the hush word when the
-        model has one, the policy's guide and buffer length."""
-        return replace(self, hush=model.hush is not None if self.hush is None else self.hush,
+        """These options with every automatic choice made for ``model``: the policy's hush word
+        (when the model has one), guide and buffer length."""
+        hush = HUSH_BY_POLICY[self.policy] and model.hush is not None if self.hush is None else self.hush
+        return replace(self, hush=hush,
                        guide=GUIDE_BY_POLICY[self.policy] if self.guide == "auto" else self.guide,
                        buffer_trim_s=self.trim_s)
 

@@ -4,7 +4,8 @@
 A variant names what the streaming benchmark compares and what the CLI can ask for: the session
 policy (``whisper-s`` or ``live``), then options, each a set of ``StreamOptions`` fields:
 
-* ``+hush``: speech ⊕ hush word instead of 30 s padding;
+* ``+hush``: speech ⊕ hush word instead of silence (whisper-s: a 30 s window; live: a window of
+  ``window_s``);
 * ``+prune`` / ``+verify`` (whisper-s) or ``+draft`` (live): the previous round guides decoding;
 * ``+gate``: the confidence gate (one row where the model is sure, the beam where it is not);
 * ``+alignatt``: live rounds commit by attention (AlignAtt) instead of LocalAgreement;
@@ -118,6 +119,7 @@ ABLATION = (
     Stage("+short buffers", "live+hush+draft", "int8", step=0.5, beam_size=1),
     Stage("+context 3 s", "live+hush+draft", "int8", step=0.5, beam_size=1, context_s=3.0),
     Stage("+step 0.35/confident", "live+hush+draft", "int8", 0.35, 1, 3.0, commit_confident=0.9),
-    Stage("+pipelining", "live+hush+draft+pipe", "int8", 0.35, 1, 3.0, commit_confident=0.9),
-    Stage("alignatt", "live+hush+draft+alignatt", "int8", 0.35, 1, 3.0),
+    Stage("+15 s window", "live+draft", "int8", 0.35, 1, 3.0, commit_confident=0.9),
+    Stage("+pipelining", "live+draft+pipe", "int8", 0.35, 1, 3.0, commit_confident=0.9),
+    Stage("alignatt", "live+draft+alignatt", "int8", 0.35, 1, 3.0),
 )
