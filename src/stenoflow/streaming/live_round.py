@@ -140,13 +140,14 @@ class LiveRound:
         word or a shorter window."""
         t0 = time.perf_counter()
         hush = bool(self.options.hush) and not pad
-        mel = self.model.encoder_input(inp.samples, hush, WINDOW_S if pad else self.options.window_s)
+        window_s = WINDOW_S if pad else self.options.window_s
+        mel = self.model.encoder_input(inp.samples, hush, window_s)
         features = self.model.encode(mel)
         cross = self.model.whisper.decoder.cross_kv(features)
         draft = None
         if self.draft_model is not None and self.pair is not None:  # the draft hears the buffer its own way
             d = self.draft_model
-            heard = d.encoder_input(inp.samples, hush, WINDOW_S if pad else self.options.window_s)
+            heard = d.encoder_input(inp.samples, hush, window_s)
             draft = DraftWindow(self.pair, d.whisper.decoder.cross_kv(d.encode(heard)))
         t1 = time.perf_counter()
         prefilled = DecodingTask(self.model.context, self._decoding(inp)).prefill(cross)

@@ -75,8 +75,8 @@ class StreamOptions:
     hush: bool | None = None
     # live, without the hush word: the encoder hears the buffer padded with silence to a window of
     # this many seconds (at least 5 s of silence after it; 30: Whisper's own window). A 15 s
-    # window hears the words about as well as 30 s padding at well under its compute, where the
-    # hush word's 0.5 s loses about a WER point (see the README).
+    # window gains most of what 30 s padding gains over the hush word (about a WER point) at
+    # half its compute (see the README).
     window_s: float = 15.0
     # The previous round guides decoding: whisper-s "prune" (token by token) or "verify" (one
     # pass); live "draft" (its unconfirmed tokens, verified in one pass). "auto": "verify" for
