@@ -1,8 +1,10 @@
 """The WebSocket stream protocol (``/v1/stream``): audio in, committed words and the tentative tail out.
 
 1. The client sends one JSON text message: ``{"format": "s16le" | "f32le" | "container",
-   "sample_rate": 16000, "language": "en", "step": 0.5, "policy": "live"}`` (all optional; raw PCM
-   must be 16 kHz mono; "container" is any file format FFmpeg reads, decoded here as it arrives).
+   "sample_rate": 16000, "language": "en", "step": 0.5, "policy": "live", "window": 15, "hush":
+   false}`` (all optional; raw PCM must be 16 kHz mono; "container" is any file format FFmpeg reads,
+   decoded here as it arrives; "window" and "hush" choose how a round hears its buffer, see
+   ``StreamOptions``: the hush word costs less compute per stream, the window is more accurate).
 2. The server answers ``{"type": "ready", ...}``; the client sends binary messages of audio, any
    size up to the server's message limit, and ends with the text message ``{"type": "end"}``.
 3. The server sends ``{"type": "update", "committed": [words], "tail": [words], "audio_s": ...}``
@@ -62,6 +64,11 @@ class ProtocolError(Exception):
         self.close_code = close_code
 
 
+CAPTION_FIELDS = ("step", "policy", "window", "hush")
+CONFIG_FIELDS = ("format", "sample_rate", "language", "mode", *CAPTION_FIELDS)
+OPTION_NAMES = {"window": "window_s"}  # config fields named otherwise in StreamOptions
+
+
 @dataclass(frozen=True)
 class StreamConfig:
     format: str = "s16le"
@@ -70,6 +77,8 @@ class StreamConfig:
     step: float | None = None
     policy: str | None = None
     mode: str = CAPTIONS
+    window: float | None = None  # captions: seconds of the window a live round hears (StreamOptions.window_s)
+    hush: bool | None = None  # captions: the model's hush word instead of the window (cheaper, less accurate)
 
     @classmethod
     def parse(cls, text: str) -> StreamConfig:
@@ -80,15 +89,15 @@ class StreamConfig:
         if not isinstance(doc, dict):
             raise ProtocolError("bad_config", "the first message must be a JSON object")
         doc.pop("type", None)
-        unknown = sorted(set(doc) - {"format", "sample_rate", "language", "step", "policy", "mode"})
+        unknown = sorted(set(doc) - set(CONFIG_FIELDS))
         if unknown:
-            raise ProtocolError("bad_config", f"unknown config field(s) {unknown}; known: format, sample_rate, "
-                                              "language, step, policy, mode")
+            raise ProtocolError("bad_config", f"unknown config field(s) {unknown}; known: {', '.join(CONFIG_FIELDS)}")
         mode = doc.get("mode", CAPTIONS)
         if mode not in MODES:
             raise ProtocolError("bad_config", f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if mode == UTTERANCES and (doc.get("step") is not None or doc.get("policy") is not None):
-            raise ProtocolError("bad_config", "step and policy are caption settings; utterances take language only")
+        if mode == UTTERANCES and any(doc.get(k) is not None for k in CAPTION_FIELDS):
+            raise ProtocolError("bad_config", f"{', '.join(CAPTION_FIELDS)} are caption settings; utterances take "
+                                              "language only")
         fmt = doc.get("format", "s16le")
         if fmt not in (*PCM_WIDTH, CONTAINER):
             raise ProtocolError("bad_config", f"format must be s16le, f32le or container, got {fmt!r}")
@@ -100,15 +109,29 @@ class StreamConfig:
         step = doc.get("step")
         if step is not None and (not isinstance(step, (int, float)) or not 0.1 <= step <= 10):
             raise ProtocolError("bad_config", f"step must be a number of seconds in [0.1, 10], got {step!r}")
+        window, hush = doc.get("window"), doc.get("hush")
+        if window is not None and (isinstance(window, bool) or not isinstance(window, (int, float))
+                                   or not 1 <= window <= 30):
+            raise ProtocolError("bad_config", f"window must be a number of seconds in [1, 30], got {window!r}")
+        if hush is not None and not isinstance(hush, bool):
+            raise ProtocolError("bad_config", f"hush must be true or false, got {hush!r}")
         language, policy = doc.get("language"), doc.get("policy")
         for name, value in (("language", language), ("policy", policy)):
             if value is not None and not isinstance(value, str):
                 raise ProtocolError("bad_config", f"{name} must be a string, got {value!r}")
-        return cls(fmt, int(rate), language, None if step is None else float(step), policy, mode)
+        return cls(fmt, int(rate), language, None if step is None else float(step), policy, mode,
+                   None if window is None else float(window), hush)
+
+    def settings(self) -> dict[str, object]:
+        """The session settings this config gives, by their config names (the rest stay the
+        server's defaults)."""
+        given = (("language", self.language), ("step", self.step), ("policy", self.policy),
+                 ("window", self.window), ("hush", self.hush))
+        return {k: v for k, v in given if v is not None}
 
     def overrides(self) -> dict[str, object]:
-        return {k: v for k, v in (("language", self.language), ("step", self.step), ("policy", self.policy))
-                if v is not None}
+        """``settings`` as the session's options."""
+        return {OPTION_NAMES.get(k, k): v for k, v in self.settings().items()}
 
     def open(self, model: Model) -> EventSession:
         """The session this stream runs, as events to send."""
@@ -277,7 +300,7 @@ class StreamHandler:
             return
         self.intake = ClientAudio(config)
         await self.ws.send_json({"type": "ready", "model": self.model.name, "format": config.format,
-                                 "sample_rate": SAMPLE_RATE, "mode": config.mode, **config.overrides()})
+                                 "sample_rate": SAMPLE_RATE, "mode": config.mode, **config.settings()})
         reader = asyncio.create_task(self._read())
         try:
             await self._process(session)
