@@ -19,7 +19,7 @@ from torch import Tensor
 
 from stenoflow.audio.features import HOP_LENGTH, log_mel_spectrogram
 from stenoflow.audio.hush import HushWord, find_hush
-from stenoflow.audio.io import N_SAMPLES, SAMPLE_RATE, load_audio, validate_samples
+from stenoflow.audio.io import N_SAMPLES, SAMPLE_RATE, WINDOW_S, load_audio, validate_samples
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.task import DecoderContext, DecodingTask, detect_language
 from stenoflow.decoding.transcribe import (
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMPUTE_TYPES = ("float32", "int8", "float16")
-WINDOW_S = N_SAMPLES / SAMPLE_RATE  # Whisper's window: every input it was trained on was padded to it
 # Least silence after the samples in a window shorter than Whisper's: the model hears where the
 # speech ends from the silence after it (as in its own 30 s windows), so a long input in a short
 # window is extended rather than left with little or none.

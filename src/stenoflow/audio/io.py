@@ -23,7 +23,8 @@ import torch.nn.functional as F
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16000
-N_SAMPLES = 30 * SAMPLE_RATE  # one 30 s Whisper window
+WINDOW_S = 30.0  # Whisper's window: every input it was trained on was padded to it
+N_SAMPLES = round(WINDOW_S * SAMPLE_RATE)  # one 30 s Whisper window
 
 # A 2-D array with more "channels" than this is almost certainly (channels, n) by mistake.
 _MAX_CHANNELS = 32

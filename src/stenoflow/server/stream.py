@@ -69,6 +69,16 @@ CONFIG_FIELDS = ("format", "sample_rate", "language", "mode", *CAPTION_FIELDS)
 OPTION_NAMES = {"window": "window_s"}  # config fields named otherwise in StreamOptions
 
 
+def seconds_field(doc: dict[str, object], name: str, low: float, high: float) -> float | None:
+    """Config field ``name``, a number of seconds in [low, high], or None when it is not given."""
+    value = doc.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ProtocolError("bad_config", f"{name} must be a number of seconds in [{low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class StreamConfig:
     format: str = "s16le"
@@ -106,21 +116,15 @@ class StreamConfig:
             raise ProtocolError("bad_sample_rate", f"raw PCM must be {SAMPLE_RATE} Hz mono, got sample_rate {rate!r}: "
                                                    "resample on the client, or send format 'container' (wav, "
                                                    "ogg, webm...) for the server to decode")
-        step = doc.get("step")
-        if step is not None and (not isinstance(step, (int, float)) or not 0.1 <= step <= 10):
-            raise ProtocolError("bad_config", f"step must be a number of seconds in [0.1, 10], got {step!r}")
-        window, hush = doc.get("window"), doc.get("hush")
-        if window is not None and (isinstance(window, bool) or not isinstance(window, (int, float))
-                                   or not 1 <= window <= 30):
-            raise ProtocolError("bad_config", f"window must be a number of seconds in [1, 30], got {window!r}")
+        step, window = seconds_field(doc, "step", 0.1, 10), seconds_field(doc, "window", 1, 30)
+        hush = doc.get("hush")
         if hush is not None and not isinstance(hush, bool):
             raise ProtocolError("bad_config", f"hush must be true or false, got {hush!r}")
         language, policy = doc.get("language"), doc.get("policy")
         for name, value in (("language", language), ("policy", policy)):
             if value is not None and not isinstance(value, str):
                 raise ProtocolError("bad_config", f"{name} must be a string, got {value!r}")
-        return cls(fmt, int(rate), language, None if step is None else float(step), policy, mode,
-                   None if window is None else float(window), hush)
+        return cls(fmt, int(rate), language, step, policy, mode, window, hush)
 
     def settings(self) -> dict[str, object]:
         """The session settings this config gives, by their config names (the rest stay the

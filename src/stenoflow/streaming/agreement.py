@@ -41,11 +41,6 @@ def word_key(word: str) -> str:
     return key or stripped
 
 
-def is_number(key: str) -> bool:
-    """Whether a word key holds a number written in digits ("457", "1767", "4x2s")."""
-    return any(ch.isdigit() for ch in key)
-
-
 @dataclass(frozen=True)
 class AgreementOptions:
     # A new word may start this much before the last committed end and still be new: word

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stenoflow.memory import HeapTrimmer
-from stenoflow.streaming.agreement import is_number, tail_prefix_alignment, word_key
+from stenoflow.streaming.agreement import tail_prefix_alignment, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
@@ -526,6 +526,11 @@ _NUMBERS = {name: str(i) for i, name in enumerate((
 def same_number(key: str) -> str:
     """A word key with a spelled number up to twenty in digits ("seven" and "7" alike)."""
     return _NUMBERS.get(key, key)
+
+
+def is_number(key: str) -> bool:
+    """Whether a word key holds a number written in digits ("457", "1767", "4x2s")."""
+    return any(ch.isdigit() for ch in key)
 
 
 def is_variant(a: str, b: str) -> bool:

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from stenoflow.api import WINDOW_S
 from stenoflow.audio.features import HOP_LENGTH
+from stenoflow.audio.io import WINDOW_S
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.repetition import text_loop_start
 from stenoflow.decoding.speculative import DraftModel, DraftWindow

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stenoflow.audio.io import WINDOW_S
 from stenoflow.decoding.options import DecodingOptions, verify_options
 from stenoflow.streaming.agreement import AgreementOptions, LocalAgreement
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
@@ -157,7 +158,7 @@ class StreamOptions:
             raise ValueError("align_frames, context_s, cold_s and cold_margin_s must be >= 0")
         if self.intake_s is not None and not self.intake_s >= self.step:
             raise ValueError(f"intake_s must be >= step ({self.step} s) or None, got {self.intake_s}")
-        if not 0 < self.window_s <= 30.0:
+        if not 0 < self.window_s <= WINDOW_S:
             raise ValueError(f"window_s must be in (0, 30] seconds, got {self.window_s}")
         if self.pipeline is not None and (len(self.pipeline) != 2 or min(self.pipeline) < 1):
             raise ValueError(f"pipeline takes (encoder threads, decoder threads), each >= 1, got {self.pipeline}")
