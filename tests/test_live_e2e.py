@@ -16,9 +16,11 @@ from stenoflow.bench.clips import resolve_voices, speech
 from stenoflow.bench.metrics import align_words
 from stenoflow.bench.normalize import normalize_text
 from stenoflow.bench.recorded import recorded_stream
+from stenoflow.bench.tts import Voice
 from stenoflow.bench.varied import varied_stream
 from stenoflow.streaming.drivers import MODES, StreamRun, run_stream
 from stenoflow.streaming.live import same_number
+from stenoflow.streaming.live_round import Heard, LiveRound, RoundInput
 from stenoflow.streaming.session import StreamOptions
 from stenoflow.streaming.variants import DEFAULT_COMPUTE
 
@@ -198,3 +200,23 @@ def test_a_live_stream_of_silence_commits_nothing(tiny: Model) -> None:
     noise = (1e-4 * rng.standard_normal(6 * SR)).astype(np.float32)
     run = run_stream(lambda: tiny.stream(live()), noise, "unaware", chunk_s=0.5)
     assert run.text == ""
+
+
+def test_a_hearing_alone_of_speech_is_not_silenced_by_an_unsure_no_speech_guess(base_default: Model) -> None:
+    """A command after two seconds of pause, in a voice Whisper finds strange: its own
+    no-speech probability (above 0.6, mean log-probability below -1) calls it silence. Heard
+    alone because the voice activity model hears speech there, it is heard, not dropped; a
+    round without that word from the voice activity model still calls it silence."""
+    command = speech("Turn the volume down to nine.", Voice.parse("espeak:en+f2"), 1.0, -20.0)
+    audio = np.concatenate([mixing.silence(2.0), command, mixing.silence(0.4)]).astype(np.float32)
+    live_round = LiveRound(base_default, StreamOptions().resolved(base_default))
+
+    def hear(speech_found: bool) -> Heard:
+        return live_round.decode(live_round.encode(RoundInput(audio, 0.0, (), speech=speech_found)), ())
+
+    unsure = hear(False)
+    assert unsure.silent and not unsure.words
+    assert 0.6 < unsure.stats["no_speech_prob"] < 0.9, unsure.stats
+    heard = hear(True)
+    assert not heard.silent
+    assert len(heard.words) >= 3, heard.words

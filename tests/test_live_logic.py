@@ -9,7 +9,7 @@ from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
 from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
 from stenoflow.streaming.events import TimedWord
-from stenoflow.streaming.live import echo_length, is_variant, new_words, spoken_length
+from stenoflow.streaming.live import echo_length, is_variant, new_words, spoken_length, stretched_at
 from stenoflow.streaming.live_round import Heard, HeardWord, unheard_run
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
@@ -327,3 +327,18 @@ def test_the_last_words_with_no_speech_near_them_were_not_said() -> None:
     assert spoken_length([the, most, *said], speech, 20.0) == 5
     # Speech after the end of the audio a round heard does not count.
     assert spoken_length([hw(" Go", 8.9, 9.3)], speech, 9.4) == 0
+
+
+def test_words_from_one_laid_over_a_whole_sentence_wait_for_a_round_that_hears_them() -> None:
+    # Speech (by the voice activity model) from 22.5 to 22.9 s, a pause, then a command from
+    # 23.6 to 25.4 s. Heard alone, Whisper writes "The" and stops; DTW lays it over the command.
+    def speech(lo: float, hi: float) -> float:
+        return sum(max(0.0, min(hi, b) - max(lo, a)) for a, b in ((22.5, 22.9), (23.6, 25.4)))
+
+    hearts, the = hw(" hearts.", 22.5, 22.9), hw(" The", 22.9, 25.37)
+    assert stretched_at([hearts, the], speech) == 1
+    assert stretched_at([the, hw(" volume", 25.37, 25.4)], speech) == 0
+    # Slow words, and a word DTW stretched over a pause rather than speech, are words.
+    slow = [hw(" Turn", 23.6, 24.5), hw(" the", 24.5, 24.7), hw(" volume.", 24.7, 25.4)]
+    assert stretched_at(slow, speech) == 3
+    assert stretched_at([hw(" Turn", 22.9, 24.5), *slow[1:]], speech) == 3

@@ -73,6 +73,7 @@ FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing kee
 Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts it) between two absolute times
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
 UNSPOKEN_S = 0.5  # last words with no speech this close to them were not said: Whisper wrote them over noise
+MAX_WORD_SPEECH_S = 1.5  # a word DTW lays over more speech than this was stretched over words not heard
 
 
 class LiveSession:
@@ -208,21 +209,27 @@ class LiveSession:
         words = [*self._committed[max(0, inp.committed_before - self._dropped) :], *self._tail]
         return tuple(t for w in words for t in w.tokens)
 
-    def _fresh(self, words: Sequence[HeardWord], first: int, end: float) -> list[HeardWord]:
+    def _fresh(self, words: Sequence[HeardWord], first: int, end: float, final: bool = False) -> list[HeardWord]:
         """The words of a hypothesis that are new: see :func:`new_words`. ``first`` indexes the
         first committed word in the hypothesis's audio; the last few committed words are always
         compared too, since word times at a buffer's end run early and the audio after them may
-        still hold them. ``end`` is where the audio the hypothesis heard ends."""
+        still hold them. ``end`` is where the audio the hypothesis heard ends; ``final``: the
+        stream's final hearing, which no later round repeats."""
         context = self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :]
         fresh = self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause), end)
-        return self._spoken(fresh, end)
+        return self._spoken(fresh, end, final)
 
-    def _spoken(self, words: list[HeardWord], end: float) -> list[HeardWord]:
-        """``words`` (heard in audio that ends at ``end``) up to the last one speech lies near:
-        see :func:`spoken_length`."""
+    def _spoken(self, words: list[HeardWord], end: float, final: bool) -> list[HeardWord]:
+        """``words`` (heard in audio that ends at ``end``) up to the last one speech lies near
+        (see :func:`spoken_length`) and, but in the final hearing, before the first one laid
+        over more speech than a word holds (see :func:`stretched_at`)."""
         n = spoken_length(words, self.speech.seconds, end)
         if n < len(words):
             log.debug("dropped %r: no speech near them", "".join(w.word.word for w in words[n:]))
+        if not final and (k := stretched_at(words[:n], self.speech.seconds)) < n:
+            log.debug("held back %r: %r is laid over more speech than a word holds",
+                      "".join(w.word.word for w in words[k:n]), words[k].word.word)
+            n = k
         return words[:n]
 
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
@@ -270,14 +277,16 @@ class LiveSession:
 
     def _hear_alone(self, end: float, pad: bool) -> Heard | None:
         """The audio from the last committed word to ``end`` decoded with no prompt or
-        draft; None if there is too little of it."""
-        start = max(self._committed_end - RETRY_LEAD_S, self.buffer.offset)
-        first = round((start - self.buffer.offset) * SAMPLE_RATE)
+        draft; None if there is too little of it. Where the voice activity model hears as much
+        speech in it as makes a round deaf, Whisper's own unsure no-speech guess does not
+        silence it: a hearing alone is how a stream's last command is not lost."""
+        first = round((max(self._committed_end - RETRY_LEAD_S, self.buffer.offset) - self.buffer.offset) * SAMPLE_RATE)
         last = round((end - self.buffer.offset) * SAMPLE_RATE)
         samples = self.buffer.samples[first:last]
         if samples.size < 0.1 * SAMPLE_RATE:
             return None
-        inp = RoundInput(samples, self.buffer.offset + first / SAMPLE_RATE, ())
+        start = self.buffer.offset + first / SAMPLE_RATE
+        inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= DEAF_SPEECH_S)
         heard = self._decode(self._encode(inp, pad), ())
         words = drop_clipped_repeat(list(heard.words), self._committed[-1:], sound=self.buffer.sound_after_pause)
         return replace(heard, words=tuple(words))
@@ -298,7 +307,7 @@ class LiveSession:
         if heard is not None and heard.words:
             # Word times at a buffer's end run early, so the audio after the last committed
             # word may still hold it: what re-transcribes committed words is not new.
-            words = self._fresh(words, self._in_buffer, heard.end)
+            words = self._fresh(words, self._in_buffer, heard.end, final=True)
         if self._tail and not {word_key(w.word.word) for w in words} & {word_key(w.word.word) for w in self._tail}:
             # Alone, a second of audio can make Whisper write anything ("country" as "I'm
             # afraid."): a final hearing that shares no word with what the last round heard in
@@ -477,6 +486,16 @@ def spoken_length(words: Sequence[HeardWord], speech: Callable[[float, float], f
     while n and not speech(words[n - 1].word.start - UNSPOKEN_S, min(end, words[n - 1].word.end + UNSPOKEN_S)):
         n -= 1
     return n
+
+
+def stretched_at(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> int:
+    """Index of the first of ``words`` whose span holds more than ``MAX_WORD_SPEECH_S`` of speech
+    (``speech``: seconds of speech between two times, by a voice activity model); ``len(words)``
+    if none. Whisper sometimes writes the first word of a sentence it cannot make out and stops,
+    and DTW lays that word over the whole sentence ("The" over 2.9 s of "Turn the volume down to
+    nine"): committed, its end would put the sentence behind the committed words, lost. Words
+    from it on wait for a round that hears them."""
+    return next((i for i, w in enumerate(words) if speech(w.word.start, w.word.end) > MAX_WORD_SPEECH_S), len(words))
 
 
 def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:

@@ -62,6 +62,10 @@ class RoundInput:
     offset: float  # absolute time of samples[0] (s)
     prompt: tuple[int, ...]  # tokens of the committed words before the buffer
     committed_before: int = 0  # committed words of the stream before the buffer (session bookkeeping)
+    # The session's voice activity model found speech in it: the decoder's own no-speech guess
+    # (trained on 30 s windows, and unsure of a few seconds of an unfamiliar voice) does not
+    # silence it unless sure (``no_speech_skip``).
+    speech: bool = False
 
     @property
     def end(self) -> float:
@@ -199,8 +203,8 @@ class LiveRound:
     def _heard(self, result: DecodingResult, inp: RoundInput, cross: CrossKV, final: bool) -> Heard:
         o = self.options
         end = inp.end
-        silent = ((result.no_speech_prob > o.no_speech_threshold and result.avg_logprob < o.log_prob_threshold)
-                  or result.no_speech_prob > o.no_speech_skip)
+        unsure = result.no_speech_prob > o.no_speech_threshold and result.avg_logprob < o.log_prob_threshold
+        silent = (unsure and not inp.speech) or result.no_speech_prob > o.no_speech_skip
         seq = list(result.tokens)
         eot = self.model.tokenizer.eot
         loop = text_loop_start(seq, eot)
