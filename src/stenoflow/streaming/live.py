@@ -280,7 +280,7 @@ class LiveSession:
         draft; None if there is too little of it. Where the voice activity model hears as much
         speech in it as makes a round deaf, Whisper's own unsure no-speech guess does not
         silence it: a hearing alone is how a stream's last command is not lost."""
-        first = round((max(self._committed_end - RETRY_LEAD_S, self.buffer.offset) - self.buffer.offset) * SAMPLE_RATE)
+        first = round(max(self._committed_end - RETRY_LEAD_S - self.buffer.offset, 0.0) * SAMPLE_RATE)
         last = round((end - self.buffer.offset) * SAMPLE_RATE)
         samples = self.buffer.samples[first:last]
         if samples.size < 0.1 * SAMPLE_RATE:
