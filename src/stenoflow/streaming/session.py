@@ -159,7 +159,7 @@ class StreamOptions:
         if self.intake_s is not None and not self.intake_s >= self.step:
             raise ValueError(f"intake_s must be >= step ({self.step} s) or None, got {self.intake_s}")
         if not 0 < self.window_s <= WINDOW_S:
-            raise ValueError(f"window_s must be in (0, 30] seconds, got {self.window_s}")
+            raise ValueError(f"window_s must be in (0, {WINDOW_S:g}] seconds, got {self.window_s}")
         if self.pipeline is not None and (len(self.pipeline) != 2 or min(self.pipeline) < 1):
             raise ValueError(f"pipeline takes (encoder threads, decoder threads), each >= 1, got {self.pipeline}")
         if (self.speculative or self.medusa) and self.policy != "live":
