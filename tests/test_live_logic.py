@@ -9,8 +9,16 @@ from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
 from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
 from stenoflow.streaming.events import TimedWord
-from stenoflow.streaming.live import echo_length, is_variant, new_words, spoken_length, stretched_at
+from stenoflow.streaming.live import (
+    echo_length,
+    is_variant,
+    new_words,
+    prompt_tokens,
+    spoken_length,
+    stretched_at,
+)
 from stenoflow.streaming.live_round import Heard, HeardWord, unheard_run
+from stenoflow.streaming.session import StreamOptions
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
 
@@ -342,3 +350,15 @@ def test_words_from_one_laid_over_a_whole_sentence_wait_for_a_round_that_hears_t
     slow = [hw(" Turn", 23.6, 24.5), hw(" the", 24.5, 24.7), hw(" volume.", 24.7, 25.4)]
     assert stretched_at(slow, speech) == 3
     assert stretched_at([hw(" Turn", 22.9, 24.5), *slow[1:]], speech) == 3
+
+
+def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:
+    words = [hw(f" w{i:03d}", i, i + 0.5, tokens=(i,)) for i in range(200)]  # 5 characters each
+    assert prompt_tokens(words, 12) == (198, 199)  # never part of a word
+    assert prompt_tokens(words, 4) == ()
+    assert prompt_tokens(words[:3], 600) == (0, 1, 2)
+    # A live stream's prompt holds far more than Whisper-Streaming's 200 characters: a card list
+    # or a voice heard a minute ago still guides how the next words are written.
+    live, whisper_s = StreamOptions().prompt_limit, StreamOptions(policy="whisper-s").prompt_limit
+    assert len(prompt_tokens(words, live)) == live // 5 > len(prompt_tokens(words, whisper_s)) == 40
+    assert StreamOptions(prompt_chars=0).prompt_limit == 0

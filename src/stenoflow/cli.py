@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default 1.2; 0: only the usual margin)")
     st.add_argument("--context", type=float, default=None, dest="context_s",
                     help="live: seconds of committed speech kept in the buffer")
+    st.add_argument("--prompt-chars", type=int, default=None, metavar="N",
+                    help="characters of committed text before the buffer given as the prompt "
+                         "(default: live 600, whisper-s 200)")
     st.add_argument("--pipeline", default=None,
                     help="live: ENC:DEC threads of the two executors (e.g. 1:1), 'profile' for the split "
                          "`stenoflow profile-threads` stored, or 'off'")
@@ -679,7 +682,8 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "cold_margin_s",
-                                                    "context_s", "window_s", "language", "speculative", "medusa")
+                                                    "context_s", "prompt_chars", "window_s", "language", "speculative",
+                                                    "medusa")
              if getattr(args, name) is not None}
     if given.get("commit_confident") == "off":
         given["commit_confident"] = None

@@ -412,13 +412,7 @@ class LiveSession:
 
     # --- committed words ---------------------------------------------------------------------------
     def _prompt(self) -> tuple[int, ...]:
-        """Tokens of the committed words before the buffer, at most ``prompt_chars`` of text."""
-        budget = self.options.prompt_chars
-        k = self._in_buffer
-        while k > 0 and budget >= len(self._committed[k - 1].word.word):
-            budget -= len(self._committed[k - 1].word.word)
-            k -= 1
-        return tuple(t for w in self._committed[k : self._in_buffer] for t in w.tokens)
+        return prompt_tokens(self._committed[: self._in_buffer], self.options.prompt_limit)
 
     def _record(self, words: Sequence[HeardWord]) -> list[TimedWord]:
         out: list[TimedWord] = []
@@ -439,6 +433,16 @@ class LiveSession:
             del self._committed[:drop]
             self._in_buffer -= drop
             self._dropped += drop
+
+
+def prompt_tokens(before: Sequence[HeardWord], max_chars: int) -> tuple[int, ...]:
+    """The prompt of a round: tokens of the last whole words of ``before`` (the committed words
+    before its buffer) that fit in ``max_chars`` characters of text."""
+    k, budget = len(before), max_chars
+    while k > 0 and budget >= len(before[k - 1].word.word):
+        budget -= len(before[k - 1].word.word)
+        k -= 1
+    return tuple(t for w in before[k:] for t in w.tokens)
 
 
 def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], committed_end: float,

@@ -56,6 +56,7 @@ SESSION_POLICIES = tuple(GUIDES)
 GUIDE_BY_POLICY = {"whisper-s": "verify", "live": "draft"}  # what guide="auto" means
 TRIM_BY_POLICY = {"whisper-s": 15.0, "live": 10.0}  # what buffer_trim_s=None means
 HUSH_BY_POLICY = {"whisper-s": True, "live": False}  # hush=None: the model's hush word, if it has one
+PROMPT_BY_POLICY = {"whisper-s": 200, "live": 600}  # what prompt_chars=None means
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,10 @@ class StreamOptions:
     # above this, the buffer is cut at a committed boundary (None: 10 s live, 15 s whisper-s)
     buffer_trim_s: float | None = None
     max_buffer_s: float = 30.0  # hard cap: the encoder hears at most 30 s
-    prompt_chars: int = 200  # committed text before the buffer, given as the prompt
+    # committed text before the buffer, given as the prompt (None: the policy's own, see
+    # PROMPT_BY_POLICY: 200 characters for whisper-s, as Whisper-Streaming; 600 for live, where
+    # a longer prompt keeps the words of a list or a voice as they were heard before)
+    prompt_chars: int | None = None
     min_round_audio_s: float = 1.0  # audio needed before the first round
     # whisper-s: a round whose words are all committed, the last ending a sentence, and that heard
     # this much audio after it cuts the buffer there (None: never, as in Whisper-Streaming).
@@ -146,7 +150,7 @@ class StreamOptions:
         if not 0 < self.trim_s < self.max_buffer_s <= 30.0:
             raise ValueError("need 0 < buffer_trim_s < max_buffer_s <= 30 seconds, got "
                              f"{self.trim_s} and {self.max_buffer_s}")
-        if self.prompt_chars < 0 or self.min_round_audio_s < 0:
+        if self.prompt_limit < 0 or self.min_round_audio_s < 0:
             raise ValueError("prompt_chars and min_round_audio_s must be >= 0")
         if self.stall_trim_s is not None and not self.stall_trim_s > 0:
             raise ValueError(f"stall_trim_s must be > 0 seconds or None, got {self.stall_trim_s}")
@@ -175,6 +179,11 @@ class StreamOptions:
         return TRIM_BY_POLICY[self.policy] if self.buffer_trim_s is None else self.buffer_trim_s
 
     @property
+    def prompt_limit(self) -> int:
+        """``prompt_chars``, or the policy's own when it is None."""
+        return PROMPT_BY_POLICY[self.policy] if self.prompt_chars is None else self.prompt_chars
+
+    @property
     def max_intake_s(self) -> float:
         """Most new audio one round takes in: the rest waits, so a backlog (a whole file pushed
         at once) is worked through in overlapping rounds instead of overflowing the buffer."""
@@ -182,11 +191,11 @@ class StreamOptions:
 
     def resolved(self, model: Model) -> StreamOptions:
         """These options with every automatic choice made for ``model``: the policy's hush word
-        (when the model has one), guide and buffer length."""
+        (when the model has one), guide, buffer length and prompt length."""
         hush = HUSH_BY_POLICY[self.policy] and model.hush is not None if self.hush is None else self.hush
         return replace(self, hush=hush,
                        guide=GUIDE_BY_POLICY[self.policy] if self.guide == "auto" else self.guide,
-                       buffer_trim_s=self.trim_s)
+                       buffer_trim_s=self.trim_s, prompt_chars=self.prompt_limit)
 
 
 def open_session(model: Model, options: StreamOptions) -> StreamingSession:
@@ -275,7 +284,7 @@ class StreamSession:
         self.intake.take(int(o.max_intake_s * SAMPLE_RATE), self.buffer)
         forced = self._cap()
         offset = self.buffer.offset
-        prompt = build_prompt(self._committed, offset, o.prompt_chars)
+        prompt = build_prompt(self._committed, offset, o.prompt_limit)
         result = self.policy.run(self.model, self.buffer.samples, prompt, self._previous)
         words = [replace(w, start=w.start + offset, end=w.end + offset) for w in result.words]
         trusted, pause_cut = (words, None) if self.intake.closed else self._before_skip(words)
@@ -401,5 +410,5 @@ class StreamSession:
         self._committed += words
         self._text += [w.word for w in words]
         if len(self._committed) > _PRUNE_AT:
-            del self._committed[: prompt_horizon(self._committed, self.buffer.offset, self.options.prompt_chars)]
+            del self._committed[: prompt_horizon(self._committed, self.buffer.offset, self.options.prompt_limit)]
         return words
