@@ -357,8 +357,7 @@ def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:
     assert prompt_tokens(words, 12) == (198, 199)  # never part of a word
     assert prompt_tokens(words, 4) == ()
     assert prompt_tokens(words[:3], 600) == (0, 1, 2)
-    # A live stream's prompt holds far more than Whisper-Streaming's 200 characters: a card list
-    # or a voice heard a minute ago still guides how the next words are written.
+    # A live stream's prompt holds more than Whisper-Streaming's 200 characters (see the README).
     live, whisper_s = StreamOptions().prompt_limit, StreamOptions(policy="whisper-s").prompt_limit
     assert len(prompt_tokens(words, live)) == live // 5 > len(prompt_tokens(words, whisper_s)) == 40
     assert StreamOptions(prompt_chars=0).prompt_limit == 0
