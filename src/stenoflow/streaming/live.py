@@ -44,6 +44,7 @@ from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
 from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.live_round import Encoded, Heard, HeardWord, LiveRound, RoundInput
+from stenoflow.streaming.prompt import fitting_count
 from stenoflow.streaming.speech import SpeechTrack
 
 if TYPE_CHECKING:
@@ -438,11 +439,8 @@ class LiveSession:
 def prompt_tokens(before: Sequence[HeardWord], max_chars: int) -> tuple[int, ...]:
     """The prompt of a round: tokens of the last whole words of ``before`` (the committed words
     before its buffer) that fit in ``max_chars`` characters of text."""
-    k, budget = len(before), max_chars
-    while k > 0 and budget >= len(before[k - 1].word.word):
-        budget -= len(before[k - 1].word.word)
-        k -= 1
-    return tuple(t for w in before[k:] for t in w.tokens)
+    n = fitting_count((len(before[i].word.word) for i in range(len(before) - 1, -1, -1)), max_chars)
+    return tuple(t for w in before[len(before) - n :] for t in w.tokens)
 
 
 def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], committed_end: float,

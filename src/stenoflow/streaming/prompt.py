@@ -11,7 +11,7 @@ takes the next words of the audio for the prompt's own and skips them).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from stenoflow.streaming.events import TimedWord
 
@@ -21,17 +21,21 @@ def build_prompt(committed: Sequence[TimedWord], buffer_start: float, max_chars:
     if max_chars <= 0:
         return ""
     k = words_before(committed, buffer_start)
-    picked: list[str] = []
-    length = 0
-    while k > 0:
-        word = committed[k - 1].word.strip()
-        extra = len(word) + (1 if picked else 0)
-        if length + extra > max_chars:
+    # Each word and the space before it; the first word's space is the budget's extra character.
+    n = fitting_count((len(committed[i].word.strip()) + 1 for i in range(k - 1, -1, -1)), max_chars + 1)
+    return " ".join(w.word.strip() for w in committed[k - n : k])
+
+
+def fitting_count(lengths_from_last: Iterable[int], max_chars: int) -> int:
+    """How many of the last words, whose lengths are given newest first, fit in ``max_chars``
+    characters together: a prompt is whole words, never part of one."""
+    n, budget = 0, max_chars
+    for length in lengths_from_last:
+        if length > budget:
             break
-        picked.append(word)
-        length += extra
-        k -= 1
-    return " ".join(reversed(picked))
+        budget -= length
+        n += 1
+    return n
 
 
 def prompt_horizon(committed: Sequence[TimedWord], buffer_start: float, max_chars: int) -> int:
