@@ -30,8 +30,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "stenoflow.cli", "serve", "--model", "tiny.en", "--port",
                                  str(port), "--max-upload-mb", "1", "--max-sessions", "4", "--idle-timeout", "4",
-                                 "--max-message-kb", "256", "--threads", "2"], stdout=out, stderr=subprocess.STDOUT,
-                                env=env)
+                                 "--max-message-kb", "256", "--threads", "2", "--batch", "4"],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

@@ -21,8 +21,10 @@ class ServerOptions:
     # socket until the rounds catch up (backpressure: the client's sends slow down, nothing is dropped).
     max_pending_s: float = 30.0
     # Sessions whose rounds run together, their decoder passes merged into one forward (1: one
-    # round at a time, unmerged).
-    batch: int = 4
+    # round at a time, unmerged). 1 by default: with the live default's 15 s window a round is
+    # mostly encoder, which merging does not share, and the serve benchmark's p90 latency at four
+    # streams was two to three times higher merged (see the README's sizing table).
+    batch: int = 1
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
