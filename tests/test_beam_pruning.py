@@ -218,6 +218,44 @@ def test_the_gate_opens_the_beam_where_the_draft_is_unsure() -> None:
     assert ungated.guided and step.tokens.tolist() == [[*prompt, 0, 1]]
 
 
+def test_a_closing_beam_goes_back_to_one_row_once_its_best_row_is_sure() -> None:
+    """The draft says 0 1 2 3. The model is unsure between 1 and 6 at the second token (the gate
+    opens a beam of three); after 1 it is sure of 2 (5 nats ahead), after anything else of
+    nothing. The best row then leads by more than the gate: it goes on alone, under the draft
+    again, with the log probabilities of the tokens the beam chose."""
+    prompt = [20, 21]
+    sure = torch.zeros(1, V)
+    sure[0, 0] = 4.0
+    unsure = torch.zeros(1, V)
+    unsure[0, 1], unsure[0, 6] = 2.0, 1.8
+
+    def after(tokens: Tensor) -> Tensor:
+        logits = torch.zeros(tokens.shape[0], V)
+        logits[tokens[:, -1] == 1, 2] = 5.0
+        return logits
+
+    def opened(close: bool) -> tuple[ReferenceGuidedDecoder, object]:
+        matcher = ReferenceMatcher((0, 1, 2, 3), skippable)
+        decoder = ReferenceGuidedDecoder(matcher, BeamSearchDecoder(3, EOT), 3, EOT, None, max_length=40,
+                                         gate=1.0, close=close)
+        step = decoder.update(torch.tensor([prompt]), sure, torch.zeros(1))
+        step = decoder.update(step.tokens, unsure, step.sum_logprobs)
+        assert not decoder.guided and step.tokens.shape[0] == 3
+        return decoder, decoder.update(step.tokens, after(step.tokens), step.sum_logprobs)
+
+    decoder, step = opened(close=True)
+    assert decoder.guided and step.tokens.tolist() == [[*prompt, 0, 1, 2]]
+    assert step.parents is not None and step.parents.shape == (1,)  # the task keeps that row's cache
+    assert step.logprobs is not None and len(step.logprobs) == 2  # for 1 and 2, chosen by the beam
+    assert step.logprobs[0] == pytest.approx(float(torch.log_softmax(unsure[0], -1)[1]))
+    assert step.sum_logprobs.item() == pytest.approx(float(torch.log_softmax(sure[0], -1)[0]) + sum(step.logprobs))
+    assert decoder.matcher.aligned and decoder.matcher.draft(5) == (3,)  # following the draft again
+    assert decoder.stats()["beam_closed"] == 1.0
+
+    still_open, step = opened(close=False)
+    assert not still_open.guided and step.tokens.shape[0] == 3
+
+
 # --- real speech ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def jfk_features(tiny: Model, jfk_audio: np.ndarray) -> Tensor:
@@ -270,6 +308,31 @@ def test_with_timestamps_verification_equals_greedy(tiny: Model, jfk_features: T
     prune = decode(tiny, jfk_features, without_timestamps=False, beam_size=5, reference=ref,
                    reference_mode="prune")
     assert prune.tokens == greedy.tokens and prune.stats["reduced_beam_share"] == 1.0
+
+
+def test_a_closing_gate_beam_searches_only_where_the_model_is_unsure(tiny: Model, jfk_features: Tensor,
+                                                                    greedy: DecodingResult) -> None:
+    """A draft with a wrong word ("friend" for "fellow"), the gate at 1 nat, five beams: a beam that
+    closes again once its best row is settled spends far fewer passes than one that runs to the
+    end, ends at one row, and reports that row's token log probabilities and attention exactly as
+    decoding those tokens at one row does."""
+    tok = tiny.tokenizer
+    draft = list(greedy.tokens)
+    draft[draft.index(tok.encode(" fellow")[0])] = tok.encode(" friend")[0]
+    kw: dict[str, object] = {"beam_size": 5, "reference": tuple(draft), "reference_mode": "draft", "beam_gate": 1.0,
+                             "record_alignment": True}
+    opened = decode(tiny, jfk_features, **kw)
+    closing = decode(tiny, jfk_features, **kw, beam_close=True)
+    assert closing.fallbacks and closing.stats["beam_closed"] >= 1 and opened.stats["beam_closed"] == 0
+    assert closing.stats["forward_passes"] < 0.75 * opened.stats["forward_passes"]
+    assert opened.token_logprobs is None and opened.alignment is None  # an open beam reports neither
+    assert "fellow" in closing.text and "friend" not in closing.text
+    same = decode(tiny, jfk_features, reference=tuple(closing.tokens), reference_mode="draft", record_alignment=True)
+    assert same.tokens == closing.tokens
+    assert closing.token_logprobs is not None and same.token_logprobs is not None
+    assert np.allclose(closing.token_logprobs, same.token_logprobs, atol=1e-4)
+    assert closing.alignment is not None and same.alignment is not None
+    assert torch.allclose(closing.alignment, same.alignment, atol=1e-4)
 
 
 def test_wrong_reference_falls_back_to_full_beam_search(tiny: Model, jfk_features: Tensor,

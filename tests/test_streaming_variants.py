@@ -41,6 +41,10 @@ def test_variants_set_their_stream_options() -> None:
     assert o.gate is not None and o.gate > 0
     with pytest.raises(ValueError, match="guide"):
         parse_variant("live+verify").apply(base)  # verify guides whisper-s rounds, not live ones
+    with pytest.raises(ValueError, match="gate_close"):
+        StreamOptions(gate_close=True)  # nothing opens a beam to close
+    with pytest.raises(ValueError, match="gate_close"):
+        StreamOptions(policy="whisper-s", gate=1.0, gate_close=True)
 
 
 def test_the_ablation_adds_one_change_at_a_time_and_every_stage_is_valid() -> None:

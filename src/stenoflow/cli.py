@@ -109,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the previous round guides decoding: prune/verify (whisper-s), draft (live)")
     st.add_argument("--gate", type=float, default=None,
                     help="confidence gate in nats: beam search only where the best token leads by less")
+    st.add_argument("--gate-close", action="store_const", const=True, default=None, dest="gate_close",
+                    help="live, with --gate: the beam closes again once its best row leads the next by the gate")
     st.add_argument("--commit", choices=["agreement", "alignatt"], default=None,
                     help="live: commit by LocalAgreement or by attention (AlignAtt)")
     st.add_argument("--align-frames", type=int, default=None,
@@ -680,7 +682,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
     if args.variant:
         split = stored_split(args.model, args.compute)
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
-    given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "commit",
+    given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "gate_close", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "cold_margin_s",
                                                     "context_s", "prompt_chars", "window_s", "language", "speculative",
                                                     "medusa")

@@ -23,8 +23,11 @@ beam search whose B initial rows all hold the current prefix (the same expansion
 deduplication and finished-candidate rules as a search started at the prompt). Scores keep
 the prefix's log probability, a constant shared by all candidates, so beam selection is as
 if the search had started at the prefix; ranking uses the whole sampled length. There is no
-way back to one row afterwards. At beam width 1 in verify mode a fallback only pauses the
-drafting: the matcher re-aligns on a later word token, searching from where it broke.
+way back to one row afterwards, except that a beam the confidence gate opened may close again
+(``close``): once its best row leads the next by the gate, or stayed the best for ``CLOSE_HELD``
+tokens, and no candidate has finished, that row goes on alone, and the matcher re-aligns on the
+reference from the tokens the beam chose. At beam width 1 in verify mode a fallback only pauses
+the drafting: the matcher re-aligns on a later word token, searching from where it broke.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from stenoflow.decoding.reference import (
     ReferenceMatcher,
     Verdict,
 )
-from stenoflow.decoding.strategies import Step, TokenDecoder
+from stenoflow.decoding.strategies import BeamSearchDecoder, Step, TokenDecoder
 
 if TYPE_CHECKING:
     from stenoflow.decoding.speculative import SpeculativeDraft
@@ -100,6 +103,11 @@ class DraftVerifier:
 
 
 UNSURE = "unsure"  # the confidence gate opened the beam: the best token did not lead by enough
+# A closing beam closes once its best row leads the next by the gate, or has stayed the best for
+# this many more tokens: rival rows then mostly differ from it in an earlier choice (a comma, the
+# case of a word) that these tokens of look-ahead have settled, and carrying them along to the
+# end of the window would decide nothing more.
+CLOSE_HELD = 3
 
 
 def top_margin(logits: Tensor) -> float:
@@ -120,12 +128,15 @@ class ReferenceGuidedDecoder:
     With a confidence ``gate`` (nats, beam_size > 1) the single row must also be sure of itself:
     the beam opens where the best token leads the second by less than the gate or where the
     model disagrees with the reference; running out of reference (or having none) is not a
-    reason, so past the draft decoding stays greedy while it is sure.
+    reason, so past the draft decoding stays greedy while it is sure. With ``close`` the beam the
+    gate opened closes again where its best row is as sure as the gate asks (see the module
+    docstring): a round spends beam width only on the stretch the model is unsure of.
     """
 
     def __init__(self, matcher: ReferenceMatcher | DraftMatcher | SpeculativeDraft,
                  fallback: TokenDecoder, beam_size: int, eot: int,
-                 verifier: DraftVerifier | None, max_length: int, gate: float | None = None) -> None:
+                 verifier: DraftVerifier | None, max_length: int, gate: float | None = None,
+                 close: bool = False) -> None:
         self.matcher = matcher
         self.fallback = fallback
         self.beam_size = beam_size
@@ -133,6 +144,10 @@ class ReferenceGuidedDecoder:
         self.verifier = verifier
         self.max_length = max_length
         self.gate = gate if beam_size > 1 else None
+        self.close = close and self.gate is not None and isinstance(fallback, BeamSearchDecoder)
+        self._opened_at = 0  # length of the rows where the beam opened
+        self._beam_logprobs: list[list[float]] = []  # per beam row: its tokens' log probabilities since then
+        self._best, self._held = -1, 0  # the open beam's best row, and for how many steps it stayed best
         self.resync = verifier is not None and beam_size == 1
         self.guided = True  # one row under the reference; False once the fallback took over
         self.searching = False  # lost the reference and looking for it again (resync only)
@@ -147,7 +162,8 @@ class ReferenceGuidedDecoder:
 
     def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> Step:
         if not self.guided:
-            return self.fallback.update(tokens, logits, sum_logprobs)
+            step = self.fallback.update(tokens, logits, sum_logprobs)
+            return self._closing(step, sum_logprobs) if self.close else step
         assert tokens.shape[0] == 1, "reference-guided decoding keeps one row until it falls back"
         token = int(logits[0].argmax())
         if not self._sure(logits) or not self._follows(self.matcher.observe(token)):
@@ -158,8 +174,7 @@ class ReferenceGuidedDecoder:
         if token == self.eot:
             return Step(tokens, sum_logprobs, True, logprobs=logprob)
         if self.verifier is not None and self.matcher.aligned:
-            step = self._verify(self.verifier, tokens, sum_logprobs)
-            return replace(step, logprobs=logprob + step.logprobs) if step.logprobs is not None else step
+            return self._carry(logprob, self._verify(self.verifier, tokens, sum_logprobs))
         return Step(tokens, sum_logprobs, False, logprobs=logprob)
 
     def finalize(self, tokens: Tensor, sum_logprobs: Tensor) -> tuple[list[list[Tensor]], list[list[float]]]:
@@ -167,7 +182,7 @@ class ReferenceGuidedDecoder:
 
     def stats(self) -> dict[str, float]:
         out = {key: float(self.counts[key]) for key in ("matched_tokens", "verify_passes", "draft_tokens",
-                                                        "draft_accepted")}
+                                                        "draft_accepted", "beam_closed")}
         reasons = Counter(self.fallbacks)
         out.update({f"fallback_{r.replace('-', '_')}": float(reasons[r]) for r in (*FALLBACK_REASONS, UNSURE)})
         out.update(self.matcher.stats())
@@ -183,7 +198,7 @@ class ReferenceGuidedDecoder:
             if step is None:
                 return Step(tokens, sum_logprobs, False, logprobs=logprobs)
             if step.logprobs is None or step.done or not self.guided or not self.matcher.aligned:
-                return replace(step, logprobs=None if step.logprobs is None else logprobs + step.logprobs)
+                return self._carry(logprobs, step)
             tokens, sum_logprobs, logprobs = step.tokens, step.sum_logprobs, logprobs + step.logprobs
 
     def _verify_once(self, verifier: DraftVerifier, tokens: Tensor, sum_logprobs: Tensor) -> Step | None:
@@ -219,12 +234,21 @@ class ReferenceGuidedDecoder:
             prefix = seq[:, : n + j]
             if not self._sure(row) or not self._follows(verdict):
                 step = self._fall_back(prefix, row, sum_logprobs)
-                return replace(step, logprobs=None) if step.tokens.shape[0] > 1 else \
+                return self._carry(tuple(accepted), step) if step.tokens.shape[0] > 1 else \
                     replace(step, logprobs=(*accepted, *(step.logprobs or ())))
             before = float(sum_logprobs[0])
             prefix, sum_logprobs = self._append(prefix, sum_logprobs, token, row)
             return Step(prefix, sum_logprobs, token == self.eot, logprobs=(*accepted, float(sum_logprobs[0]) - before))
         raise AssertionError("the position after the last draft token always stops verification")
+
+    def _carry(self, logprobs: tuple[float, ...], step: Step) -> Step:
+        """``step`` after tokens with ``logprobs`` appended earlier in the same step: reported with
+        its own, or, where a closing beam opened in it, carried by its rows until it closes."""
+        if step.logprobs is not None:
+            return replace(step, logprobs=logprobs + step.logprobs)
+        if self.close and not self.guided:
+            self._beam_logprobs = [[*logprobs, *row] for row in self._beam_logprobs]
+        return step
 
     def _sure(self, logits: Tensor) -> bool:
         """The confidence gate: whether the best token leads by enough to stay at one row."""
@@ -258,7 +282,37 @@ class ReferenceGuidedDecoder:
         b = self.beam_size
         step = self.fallback.update(tokens.expand(b, -1), logits.expand(b, -1), sum_logprobs.expand(b))
         # Every row of the expanded batch is the single cached row: the cache grows to b rows.
-        return replace(step, parents=torch.zeros(b, dtype=torch.long, device=tokens.device))
+        step = replace(step, parents=torch.zeros(b, dtype=torch.long, device=tokens.device))
+        if not self.close:
+            return step
+        self._opened_at, self._beam_logprobs = tokens.shape[1], [[] for _ in range(b)]
+        self._best, self._held = -1, 0
+        return self._closing(step, sum_logprobs.expand(b))
+
+    def _closing(self, step: Step, before: Tensor) -> Step:
+        """A beam step as it is, or, where its best row leads the next by the gate or stayed the
+        best for ``CLOSE_HELD`` steps and no candidate has finished, that row alone, back under
+        the reference."""
+        assert step.parents is not None and isinstance(self.fallback, BeamSearchDecoder) and self.gate is not None
+        parents = step.parents.tolist()
+        gained = (step.sum_logprobs - before[step.parents]).tolist()
+        self._beam_logprobs = [[*self._beam_logprobs[p], g] for p, g in zip(parents, gained)]
+        if step.done or self.fallback.finished:
+            return step
+        best = int(step.sum_logprobs.argmax())
+        held = self._held + 1 if parents[best] == self._best else 0  # steps the best row stayed best
+        self._best, self._held = best, held
+        lead = step.sum_logprobs[best] - torch.cat([step.sum_logprobs[:best], step.sum_logprobs[best + 1 :]]).max()
+        if float(lead) < self.gate and held < CLOSE_HELD:
+            return step
+        row = step.tokens[best : best + 1]
+        for token in row[0, self._opened_at :].tolist():  # re-align on the reference
+            self.matcher.observe(token)
+        self.fallback.reset()
+        self.guided, self.searching = True, False
+        self.counts["beam_closed"] += 1
+        return Step(row, step.sum_logprobs[best : best + 1], False, parents=step.parents[best : best + 1],
+                    logprobs=tuple(self._beam_logprobs[best]))
 
     @staticmethod
     def _append(tokens: Tensor, sum_logprobs: Tensor, token: int, logits: Tensor) -> tuple[Tensor, Tensor]:

@@ -42,6 +42,10 @@ class DecodingOptions:
     # at least this much (and agrees with the reference, if any); below it, or where the model
     # disagrees with the reference, beam search takes over. None: no gate (see decoding.guided).
     beam_gate: float | None = None
+    # With beam_gate: the beam closes again, back to one row following the reference, once its
+    # best row leads the next by the gate and no candidate has finished (False: the beam, once
+    # open, runs to the end of the window).
+    beam_close: bool = False
     # Record the alignment heads' cross-attention of the decoded tokens in the result (word
     # timing without a second pass); kept only when the result is a single decoded row.
     record_alignment: bool = False
@@ -131,3 +135,5 @@ def verify_reference(options: DecodingOptions) -> None:
         raise ValueError(f"beam_gate must be >= 0 nats or None, got {gate}")
     if gate is not None and options.temperature > 0:
         raise ValueError("beam_gate chooses between greedy and beam search (temperature 0)")
+    if options.beam_close and gate is None:
+        raise ValueError("beam_close closes a beam the confidence gate opened: give beam_gate too")

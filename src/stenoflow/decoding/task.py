@@ -176,7 +176,7 @@ class DecodingTask:
         verify = o.reference_mode in ("verify", "draft") or draft is not None
         verifier = DraftVerifier(inference, filters, o.typical) if verify else None
         return ReferenceGuidedDecoder(matcher, self.strategy(tok, sample_begin), o.beam_size or 1, tok.eot,
-                                      verifier, max_length, o.beam_gate)
+                                      verifier, max_length, o.beam_gate, o.beam_close)
 
     def single_row(self, draft: Drafter | None = None) -> bool:
         """Whether decoding starts at one row: under a reference, a draft (model or heads) or a confidence gate."""

@@ -197,6 +197,7 @@ class LiveRound:
             reference=draft or None,
             reference_mode="draft" if draft else None,
             beam_gate=o.gate,
+            beam_close=o.gate_close,
             record_alignment=True,
         )
 

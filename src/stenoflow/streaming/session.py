@@ -87,6 +87,9 @@ class StreamOptions:
     # Confidence gate (nats): one row while the best token leads the second by this much and
     # agrees with the guide; beam search where it does not. None: the guide alone decides.
     gate: float | None = None
+    # live, with a gate: the beam closes again once its best row leads the next by the gate, and
+    # the round goes on at one row verifying the draft (False: an open beam runs to the round's end)
+    gate_close: bool = False
     language: str | None = "en"  # None: detected every round (multilingual models; whisper-s only)
     # above this, the buffer is cut at a committed boundary (None: 10 s live, 15 s whisper-s)
     buffer_trim_s: float | None = None
@@ -147,6 +150,8 @@ class StreamOptions:
                              f"got {self.guide!r}")
         if self.gate is not None and not self.gate >= 0:
             raise ValueError(f"gate must be >= 0 nats or None, got {self.gate}")
+        if self.gate_close and (self.gate is None or self.policy != "live"):
+            raise ValueError("gate_close closes the beam a gate opened in live rounds: give gate and the live policy")
         if not 0 < self.trim_s < self.max_buffer_s <= 30.0:
             raise ValueError("need 0 < buffer_trim_s < max_buffer_s <= 30 seconds, got "
                              f"{self.trim_s} and {self.max_buffer_s}")
