@@ -218,5 +218,6 @@ def test_a_hearing_alone_of_speech_is_not_silenced_by_an_unsure_no_speech_guess(
     assert unsure.silent and not unsure.words
     assert 0.6 < unsure.stats["no_speech_prob"] < 0.9, unsure.stats
     heard = hear(True)
-    assert not heard.silent
-    assert len(heard.words) >= 3, heard.words
+    # What it hears of the strange voice differs between CPUs (int8 kernels round differently):
+    # "Turn the volume down to nine." on one, "3. 3." on another; either way it is not dropped.
+    assert not heard.silent and heard.words, heard
