@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--gate", type=float, default=None,
                     help="confidence gate in nats: beam search only where the best token leads by less")
     st.add_argument("--gate-close", action="store_const", const=True, default=None, dest="gate_close",
-                    help="live, with --gate: the beam closes again once its best row leads the next by the gate")
+                    help="live, with --gate: the beam closes again once its best row leads the next by the gate "
+                         "or stayed the best for a few tokens")
     st.add_argument("--commit", choices=["agreement", "alignatt"], default=None,
                     help="live: commit by LocalAgreement or by attention (AlignAtt)")
     st.add_argument("--align-frames", type=int, default=None,

@@ -299,11 +299,11 @@ class ReferenceGuidedDecoder:
         self._beam_logprobs = [[*self._beam_logprobs[p], g] for p, g in zip(parents, gained)]
         if step.done or self.fallback.finished:
             return step
-        best = int(step.sum_logprobs.argmax())
+        top = step.sum_logprobs.topk(2)
+        best = int(top.indices[0])
         held = self._held + 1 if parents[best] == self._best else 0  # steps the best row stayed best
         self._best, self._held = best, held
-        lead = step.sum_logprobs[best] - torch.cat([step.sum_logprobs[:best], step.sum_logprobs[best + 1 :]]).max()
-        if float(lead) < self.gate and held < CLOSE_HELD:
+        if float(top.values[0] - top.values[1]) < self.gate and held < CLOSE_HELD:
             return step
         row = step.tokens[best : best + 1]
         for token in row[0, self._opened_at :].tolist():  # re-align on the reference

@@ -43,8 +43,8 @@ class DecodingOptions:
     # disagrees with the reference, beam search takes over. None: no gate (see decoding.guided).
     beam_gate: float | None = None
     # With beam_gate: the beam closes again, back to one row following the reference, once its
-    # best row leads the next by the gate and no candidate has finished (False: the beam, once
-    # open, runs to the end of the window).
+    # best row leads the next by the gate or stayed the best for a few tokens, and no candidate
+    # has finished (see decoding.guided; False: the beam, once open, runs to the end of the window).
     beam_close: bool = False
     # Record the alignment heads' cross-attention of the decoded tokens in the result (word
     # timing without a second pass); kept only when the result is a single decoded row.

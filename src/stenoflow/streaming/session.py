@@ -87,8 +87,9 @@ class StreamOptions:
     # Confidence gate (nats): one row while the best token leads the second by this much and
     # agrees with the guide; beam search where it does not. None: the guide alone decides.
     gate: float | None = None
-    # live, with a gate: the beam closes again once its best row leads the next by the gate, and
-    # the round goes on at one row verifying the draft (False: an open beam runs to the round's end)
+    # live, with a gate: the beam closes again once its best row leads the next by the gate or
+    # stayed the best for a few tokens, and the round goes on at one row verifying the draft
+    # (False: an open beam runs to the round's end)
     gate_close: bool = False
     language: str | None = "en"  # None: detected every round (multilingual models; whisper-s only)
     # above this, the buffer is cut at a committed boundary (None: 10 s live, 15 s whisper-s)
