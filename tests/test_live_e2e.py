@@ -22,7 +22,7 @@ from stenoflow.streaming.drivers import MODES, StreamRun, run_stream
 from stenoflow.streaming.live import same_number
 from stenoflow.streaming.live_round import Heard, LiveRound, RoundInput
 from stenoflow.streaming.session import StreamOptions
-from stenoflow.streaming.variants import DEFAULT_COMPUTE
+from stenoflow.streaming.variants import cpu_compute
 
 if TYPE_CHECKING:
     from stenoflow.api import Model
@@ -44,7 +44,7 @@ def recorded() -> Clip:
 @pytest.fixture(scope="module")
 def base_default() -> Model:
     """base in the precision ``stenoflow stream`` loads on the CPU."""
-    return load_model("base", compute=DEFAULT_COMPUTE)
+    return load_model("base", compute=cpu_compute())
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +150,7 @@ def test_a_copy_written_at_one_instant_is_not_committed(recorded: Clip) -> None:
     """At a short step tiny.en loops over the speech's "And so my fellow Americans, ask not": the
     copies sit at one instant, before the end of the audio, where their times make them look
     new, and two rounds agreed on them. Committed words are what was said, each once."""
-    tiny_default = load_model("tiny.en", compute=DEFAULT_COMPUTE)
+    tiny_default = load_model("tiny.en", compute=cpu_compute())
     run = run_stream(lambda: tiny_default.stream(step=0.25), recorded.load_audio(), "unaware", chunk_s=0.1)
     ref, hyp = normalize_text(recorded.text).split(), normalize_text(run.text).split()
     ops = align_words(ref, hyp)

@@ -1,18 +1,24 @@
-"""int8 layers: per-row weight scales, both kernels, and a quantised model close to float32."""
+"""int8 and bfloat16 layers: per-row weight scales, both int8 kernels, which CPUs get bfloat16,
+and reduced-precision models close to float32."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from stenoflow.model.cpu_features import cpu_flags, native_bfloat16
 from stenoflow.model.quant import (
     FEW_ROWS,
     Int8Linear,
     TrainableInt8Linear,
+    bfloat16_layers,
     quantize_rows,
     trainable_int8_layers,
 )
+from stenoflow.streaming.variants import DEFAULT_COMPUTE, INT8_BFLOAT16, cpu_compute
 
 
 def test_rows_keep_their_own_scale() -> None:
@@ -70,15 +76,40 @@ def test_trainable_int8_layers_compute_what_int8_does_and_pass_gradients() -> No
     assert x.grad is not None and torch.allclose(x.grad, weight.sum(0).expand_as(x), atol=1e-5)
 
 
+def test_bfloat16_matrix_units_are_read_from_the_cpu_flags(tmp_path: Path) -> None:
+    """Only a CPU with AMX bfloat16 tiles counts as native bfloat16 (AVX-512 alone does not); no
+    cpuinfo (not Linux) means none; the default compute type follows."""
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_tile amx_bf16 amx_int8\n\n"
+                    "processor\t: 1\nflags\t\t: fpu\n")
+    assert {"amx_tile", "amx_bf16"} <= cpu_flags(info)
+    assert native_bfloat16(info)
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 avx512_vnni\n")
+    assert not native_bfloat16(info)
+    assert cpu_flags(tmp_path / "absent") == frozenset()
+    assert not native_bfloat16(tmp_path / "absent")
+    assert cpu_compute() == (INT8_BFLOAT16 if native_bfloat16() else DEFAULT_COMPUTE)
+
+
+def test_bfloat16_layers_keep_layer_norms_in_float32() -> None:
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.Conv1d(8, 8, 3))
+    bfloat16_layers(net)
+    assert net[0].weight.dtype == net[2].weight.dtype == torch.bfloat16
+    assert net[1].weight.dtype == net[1].bias.dtype == torch.float32
+
+
 @pytest.mark.slow
-def test_int8_model_logits_stay_close_to_float32(base: object, jfk_audio: np.ndarray) -> None:
-    """Teacher-forced on the float32 transcript of jfk.wav, base in int8 gives each token a log
-    probability within 0.5 nats of float32's and the same best token at >= 90 % of positions."""
+@pytest.mark.parametrize("compute", ["int8", INT8_BFLOAT16])
+def test_reduced_precision_model_logits_stay_close_to_float32(base: object, jfk_audio: np.ndarray,
+                                                              compute: str) -> None:
+    """Teacher-forced on the float32 transcript of jfk.wav, base in int8 (or with its encoder in
+    bfloat16) gives each token a log probability within 0.5 nats of float32's and the same best
+    token at >= 90 % of positions; the encoder hands the decoder float32 features."""
     from stenoflow.api import load_model
     from stenoflow.decoding.options import DecodingOptions
 
     fp32 = base
-    int8 = load_model("base", compute="int8")
+    int8 = load_model("base", compute=compute)
     mel = fp32.features(jfk_audio, padding=480000 - jfk_audio.size)  # type: ignore[attr-defined]
     result = fp32.decode(mel, DecodingOptions(language="en", without_timestamps=True))  # type: ignore[attr-defined]
     tok = fp32.tokenizer  # type: ignore[attr-defined]
@@ -86,7 +117,9 @@ def test_int8_model_logits_stay_close_to_float32(base: object, jfk_audio: np.nda
     logprobs = []
     for model in (fp32, int8):
         with torch.inference_mode():
-            cross = model.whisper.decoder.cross_kv(model.encode(mel))
+            features = model.encode(mel)
+            assert features.dtype == torch.float32
+            cross = model.whisper.decoder.cross_kv(features)
             logits, _ = model.whisper.decoder(seq, cross, model.whisper.new_cache(1))
         logprobs.append(logits[0].log_softmax(-1))
     start = len(tok.sot_sequence)  # the position that predicts the first text token

@@ -95,11 +95,12 @@ def test_language_detection_multilingual(base: Model, jfk_audio: np.ndarray) -> 
     assert JFK_PHRASE in norm("".join(s.text for s in segments))
 
 
-def test_int8_transcribes(jfk_audio: np.ndarray) -> None:
-    model = load_model("tiny.en", compute="int8")
+@pytest.mark.parametrize("compute", ["int8", "int8_bfloat16"])
+def test_int8_transcribes(jfk_audio: np.ndarray, compute: str) -> None:
+    model = load_model("tiny.en", compute=compute)
     segments, info = model.transcribe(jfk_audio, beam_size=1)
     assert JFK_PHRASE in norm("".join(s.text for s in segments))
-    assert info.model["compute"] == "int8"
+    assert info.model["compute"] == compute
 
 
 def test_temperature_fallback_runs_each_temperature(tiny: Model, jfk_audio: np.ndarray) -> None:
@@ -171,10 +172,13 @@ def test_cli_transcribe_and_errors(jfk_path: Path, tmp_path: Path, capsys: pytes
 
 
 def test_model_commands_run_int8_on_the_cpu_unless_told(jfk_path: Path, tmp_path: Path) -> None:
+    """int8, with the encoder in bfloat16 where the CPU has bfloat16 matrix units."""
     from stenoflow.cli import build_parser, compute_for
+    from stenoflow.model.cpu_features import native_bfloat16
 
+    expected = "int8_bfloat16" if native_bfloat16() else "int8"
     for command in ("transcribe", "listen", "stream", "serve"):
         args = build_parser().parse_args([command] + ([] if command == "serve" else [str(jfk_path)]))
-        assert args.compute is None and compute_for(args.device) == "int8"
+        assert args.compute is None and compute_for(args.device) == expected
     assert compute_for("cuda:0") == "float32"  # int8 is a CPU kernel
     assert build_parser().parse_args(["transcribe", str(jfk_path), "--compute", "float32"]).compute == "float32"

@@ -30,7 +30,7 @@ from stenoflow.decoding.transcribe import (
     window,
 )
 from stenoflow.model.medusa import MedusaHeads, find_medusa, load_medusa
-from stenoflow.model.quant import Int8Linear, quantize_linear_layers
+from stenoflow.model.quant import Int8Linear, bfloat16_layers, quantize_linear_layers
 from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import Tokenizer
 from stenoflow.weights.loaded import LoadedWeights
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMPUTE_TYPES = ("float32", "int8", "float16")
+COMPUTE_TYPES = ("float32", "int8", "int8_bfloat16", "float16")
 # Least silence after the samples in a window shorter than Whisper's: the model hears where the
 # speech ends from the silence after it (as in its own 30 s windows), so a long input in a short
 # window is extended rather than left with little or none.
@@ -63,8 +63,8 @@ class Model:
             raise ValueError(f"compute must be one of {', '.join(COMPUTE_TYPES)}, got {compute!r}")
         if compute == "float16" and not str(device).startswith("cuda"):
             raise ValueError("compute='float16' needs a CUDA device; use float32 or int8 on the CPU")
-        if compute == "int8" and str(device) != "cpu":
-            raise ValueError("compute='int8' runs on the CPU only")
+        if compute.startswith("int8") and str(device) != "cpu":
+            raise ValueError(f"compute={compute!r} runs on the CPU only")
         self.name = name
         self.device = torch.device(device)
         self.compute = compute
@@ -75,6 +75,9 @@ class Model:
         whisper.eval().requires_grad_(False).fuse()
         if compute == "int8":
             whisper = quantize_int8(whisper)
+        elif compute == "int8_bfloat16":
+            bfloat16_layers(whisper.encoder)
+            whisper = quantize_int8(whisper, whisper.decoder)
         elif compute == "float16":
             whisper = whisper.half()
         self.whisper = whisper.to(self.device)
@@ -118,8 +121,9 @@ class Model:
         """Encoder output (1, frames/2, D) of a log-mel window (n_mels, frames <= 3000)."""
         if mel.dim() == 2:
             mel = mel[None]
-        dtype = torch.float16 if self.compute == "float16" else torch.float32
-        return self.whisper.encoder(mel.to(self.device, dtype))
+        encoder = self.whisper.encoder
+        features = encoder(mel.to(self.device, encoder.conv1.weight.dtype))
+        return features.to(self.whisper.decoder.positional_embedding.dtype)
 
     def decode(self, features_or_mel: Tensor, options: DecodingOptions | None = None) -> DecodingResult:
         """Decode one window from its encoder output (1, S, D) or its log-mel (n_mels, frames)."""
@@ -224,13 +228,14 @@ def _samples(audio: str | Path | np.ndarray) -> np.ndarray:
     return validate_samples(audio)
 
 
-def quantize_int8(model: Whisper) -> Whisper:
+def quantize_int8(model: Whisper, part: torch.nn.Module | None = None) -> Whisper:
     """int8 weights per output channel, activations per row at run time (as CTranslate2 does),
-    for every linear layer and the tied output projection (see :mod:`stenoflow.model.quant`)."""
+    for every linear layer of ``part`` (default: the whole model) and the tied output projection
+    (see :mod:`stenoflow.model.quant`)."""
     decoder = model.decoder
     decoder.logits_proj = Int8Linear(decoder.token_embedding.weight, None)
     decoder.proj_t = None
-    quantize_linear_layers(model)
+    quantize_linear_layers(model if part is None else part)
     return model
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from stenoflow.output import FORMATS
 from stenoflow.server.options import ServerOptions
-from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE
+from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE, INT8_BFLOAT16, cpu_compute
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,9 +43,11 @@ def _temperatures(text: str) -> tuple[float, ...]:
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """--model, --compute, --device, --threads; ``main`` resolves an absent --compute by device."""
     p.add_argument("--model", default="tiny.en", help="tiny.en, base, or a path to a model file/directory")
-    p.add_argument("--compute", default=None, choices=["float32", "int8", "float16"],
-                   help="precision: float32, int8 (per-channel weights, per-row activations; CPU), float16 "
-                        "(CUDA); default int8 on the CPU, float32 on CUDA")
+    p.add_argument("--compute", default=None, choices=["float32", "int8", INT8_BFLOAT16, "float16"],
+                   help="precision: float32, int8 (per-channel weights, per-row activations; CPU), "
+                        f"{INT8_BFLOAT16} (the encoder in bfloat16, the decoder in int8; CPU), float16 (CUDA); "
+                        f"default on the CPU {INT8_BFLOAT16} where it has bfloat16 matrix units (AMX), else int8; "
+                        "float32 on CUDA")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch (default: all cores)")
 
@@ -223,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "stream with every encoder:decoder thread split (and sequentially), prints "
                                     "the per-word latency of each and stores the best for `stenoflow stream`.")
     pt.add_argument("--model", default="base")
-    pt.add_argument("--compute", default=DEFAULT_COMPUTE, choices=["float32", "int8"])
+    pt.add_argument("--compute", default=cpu_compute(), choices=["float32", "int8", INT8_BFLOAT16],
+                    help="default: what `stenoflow stream` loads on this CPU")
     pt.add_argument("--minutes", type=float, default=0.75, help="length of the synthesized sample")
 
     b = sub.add_parser("bench", help="benchmarks against peers, in the same run")
@@ -311,7 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bu = bsub.add_parser("utterance", help="voice commands: latency after the endpoint, WER, compute, offloading")
     bu.add_argument("--models", default="tiny.en,base", help="comma list of local models")
-    bu.add_argument("--compute", default=DEFAULT_COMPUTE, choices=["float32", "int8"])
+    bu.add_argument("--compute", default=cpu_compute(), choices=["float32", "int8", INT8_BFLOAT16],
+                    help="default: what `stenoflow listen` loads on this CPU")
     bu.add_argument("--threads", type=int, default=2)
     bu.add_argument("--commands", type=int, default=24, help="synthesized commands in the stream")
     bu.add_argument("--remote", default="base", help="model of the offload server (a second process)")
@@ -368,8 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
 def compute_for(device: str) -> str:
     """The precision a model command (transcribe, stream, listen, serve) loads when none is given:
     int8 on the CPU, where it is about twice as fast as float32 at the same WER (README:
-    Benchmarks, Live captions, Voice commands); float32 elsewhere, as int8 is a CPU kernel."""
-    return DEFAULT_COMPUTE if device.split(":", 1)[0] == "cpu" else "float32"
+    Benchmarks, Live captions, Voice commands), with the encoder in bfloat16 where the CPU has
+    bfloat16 matrix units; float32 elsewhere, as int8 is a CPU kernel."""
+    return cpu_compute() if device.split(":", 1)[0] == "cpu" else "float32"
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:

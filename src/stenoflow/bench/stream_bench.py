@@ -39,7 +39,7 @@ from stenoflow.streaming.events import StreamingSession
 from stenoflow.streaming.offline import OfflineSession
 from stenoflow.streaming.session import StreamOptions
 from stenoflow.streaming.threads import stored_split, with_stored_split
-from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE, Stage
+from stenoflow.streaming.variants import ABLATION, Stage, cpu_compute
 
 log = logging.getLogger(__name__)
 
@@ -105,18 +105,18 @@ def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[Ben
     unknown = [label for label in options.stages if label not in stages]
     if unknown:
         raise ValueError(f"unknown ablation stage(s) {unknown}; known: {list(stages)}")
-    default = StreamOptions()
-    extra = [Stage(v, v, DEFAULT_COMPUTE, default.step, default.beam_size, default.context_s, default.commit_confident)
+    default, default_compute = StreamOptions(), cpu_compute()  # what `stenoflow stream` runs here
+    extra = [Stage(v, v, default_compute, default.step, default.beam_size, default.context_s, default.commit_confident)
              for v in options.variants]
     for name in options.models:
         configs.append(BenchConfig(f"{name}/offline", lambda n=name: OfflineSession(models.get(n), 5),
                                    "offline", name, {"beam_size": 5, "compute": "float32"}))
-        default_options = with_stored_split(default, name, DEFAULT_COMPUTE)
-        lines = [(f"{name}/default", DEFAULT_COMPUTE, default_options)]
+        default_options = with_stored_split(default, name, default_compute)
+        lines = [(f"{name}/default", default_compute, default_options)]
         for s in [*(stages[label] for label in options.stages), *extra]:
             stage = stage_options(s, name)
             label = f"{name}/{s.label}: {s.variant}/{s.compute}/step{s.step:g}/beam{s.beam_size}"
-            if (s.compute, stage.resolved(models.get(name))) == (DEFAULT_COMPUTE,
+            if (s.compute, stage.resolved(models.get(name))) == (default_compute,
                                                                  default_options.resolved(models.get(name))):
                 lines[0] = (f"{label} = default", *lines[0][1:])  # measured once, under both names
                 continue

@@ -19,7 +19,7 @@ commands, no local signal beats offloading at random.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ from stenoflow.bench.commands import command_stream
 from stenoflow.bench.machine import write_results
 from stenoflow.bench.metrics import wer
 from stenoflow.bench.serve_bench import ServeBenchOptions, Server
-from stenoflow.streaming.variants import DEFAULT_COMPUTE
+from stenoflow.streaming.variants import cpu_compute
 from stenoflow.utterance.driver import HeardUtterance, run_utterances
 from stenoflow.utterance.offload import OffloadOptions, RemoteTranscriber
 from stenoflow.utterance.options import UtteranceOptions
@@ -42,7 +42,7 @@ SAMPLE_RATE = 16000
 @dataclass(frozen=True)
 class UtteranceBenchOptions:
     models: tuple[str, ...] = ("tiny.en", "base")
-    compute: str = DEFAULT_COMPUTE  # what `listen` loads on the CPU
+    compute: str = field(default_factory=cpu_compute)  # what `listen` loads on this CPU
     threads: int = 2
     commands: int = 24
     remote: str = "base"  # the offload server's model
