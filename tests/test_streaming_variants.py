@@ -15,7 +15,13 @@ from stenoflow.bench.metrics import wer
 from stenoflow.streaming.events import TimedWord
 from stenoflow.streaming.policy import PreviousRound, RoundResult, WhisperRound
 from stenoflow.streaming.session import StreamOptions
-from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE, Variant, cpu_compute, parse_variant
+from stenoflow.streaming.variants import (
+    ABLATION,
+    DEFAULT_COMPUTE,
+    Variant,
+    cpu_compute,
+    parse_variant,
+)
 
 if TYPE_CHECKING:
     from stenoflow.api import Model
