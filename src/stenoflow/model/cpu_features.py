@@ -14,13 +14,13 @@ BFLOAT16_FLAGS = frozenset({"amx_tile", "amx_bf16"})
 def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
     """The feature flags of the first CPU in ``cpuinfo`` (empty where there is no such file)."""
     try:
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+        with cpuinfo.open(encoding="utf-8", errors="replace") as lines:  # the first CPU's lines only
+            for line in lines:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "flags":
+                    return frozenset(value.split())
     except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "flags":
-            return frozenset(value.split())
+        pass
     return frozenset()
 
 

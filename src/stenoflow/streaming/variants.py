@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -37,8 +38,10 @@ GATE_NATS = 1.0  # the confidence gate a +gate variant uses
 PIPELINE_THREADS = (1, 1)  # the executors of a +pipe variant when none was profiled
 
 
+@cache
 def cpu_compute() -> str:
-    """The compute type a model command loads on this CPU when none is given."""
+    """The compute type a model command loads on this CPU when none is given (read once: the
+    parser's defaults and the command both ask)."""
     from stenoflow.model.cpu_features import native_bfloat16
 
     return INT8_BFLOAT16 if native_bfloat16() else DEFAULT_COMPUTE
