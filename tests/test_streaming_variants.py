@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -180,3 +180,29 @@ def test_hush_streaming_needs_a_hush_word(tiny: Model) -> None:
     bare.hush = None
     with pytest.raises(ValueError, match="no hush word"):
         bare.stream(StreamOptions(hush=True))
+
+
+def test_bench_lines_run_what_stream_would_with_those_options() -> None:
+    from stenoflow.bench.stream_bench import ModelCache, StreamBenchOptions, default_configs
+    from stenoflow.cli import bench_lines
+
+    lines = bench_lines(["gated=--beam-size 5 --gate 1 --gate-close", "f32=--compute float32 --step 0.5"],
+                        ["tiny.en"])
+    gated, f32 = lines
+    assert (gated.options.beam_size, gated.options.gate, gated.options.gate_close) == (5, 1.0, True)
+    assert gated.compute == cpu_compute() and f32.compute == "float32" and f32.options.step == 0.5
+    # Whatever the line leaves out is the default's (its executors: a stored thread split, if any).
+    assert replace(gated.options, beam_size=1, gate=None, gate_close=False, pipeline=None) == StreamOptions()
+    configs = default_configs(StreamBenchOptions(models=("tiny.en",), stages=(), peers=False, lines=lines),
+                              ModelCache())
+    names = [c.name for c in configs]
+    assert names == ["tiny.en/offline", "tiny.en/default", "tiny.en/gated: --beam-size 5 --gate 1 --gate-close",
+                     "tiny.en/f32: --compute float32 --step 0.5"]
+    assert configs[3].params["compute"] == "float32" and configs[2].params["gate"] == 1.0
+    for spec, message in (("gated", "NAME=OPTIONS"), ("default=--step 1", "new name"),
+                          ("x=--step soon", "invalid float"), ("x=--bogus", "unrecognized"),
+                          ("x=--model base", "not a stream option"), ("x=a.wav", "not a stream option")):
+        with pytest.raises(ValueError, match=message):
+            bench_lines([spec], ["tiny.en"])
+    with pytest.raises(ValueError, match="new name"):
+        bench_lines(["a=--step 1", "a=--step 2"], ["tiny.en"])

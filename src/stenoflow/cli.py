@@ -6,12 +6,14 @@ Each subcommand is a thin layer over the Python API.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from stenoflow.api import Model
+    from stenoflow.bench.stream_bench import BenchLine
     from stenoflow.streaming.events import StreamUpdate
     from stenoflow.streaming.session import StreamOptions
     from stenoflow.utterance.offload import OffloadOptions
@@ -345,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma list of ablation stages to run (all by default; empty: none)")
     bs.add_argument("--variants", default="",
                     help="comma list of further variants (e.g. live+hush+draft), at the default step and beam")
+    bs.add_argument("--line", action="append", default=[], metavar="NAME=OPTIONS",
+                    help="a line beside the default: `stenoflow stream` options, e.g. "
+                         "'gated=--beam-size 5 --gate 1 --gate-close' or 'f32=--compute float32' (repeatable)")
     bs.add_argument("--no-peers", action="store_true", help="leave out the WhisperLiveKit peers")
     bs.add_argument("--streams", type=int, default=2, help="continuous read-prose streams")
     bs.add_argument("--minutes", type=float, default=3.0, help="length of each continuous stream")
@@ -539,7 +545,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             peers=not args.no_peers, streams=1 if quick else args.streams, minutes=1.0 if quick else args.minutes,
             varied=1 if quick else args.varied, varied_minutes=1.0 if quick else args.varied_minutes,
             recorded=not args.no_recorded, drift_minutes=0.0 if quick else args.drift_minutes, chunk_s=args.chunk, threads=args.threads,
-            gold_model=args.gold_model, configs=tuple(_list(args.configs)), noise_db=args.noise_db)
+            gold_model=args.gold_model, configs=tuple(_list(args.configs)), noise_db=args.noise_db,
+            lines=bench_lines(args.line, _list(args.models)))
         sys.stdout.write(run_stream_bench(sopts, args.out) + "\n")
         return 0
     if args.bench == "hush":
@@ -550,6 +557,47 @@ def cmd_bench(args: argparse.Namespace) -> int:
         sys.stdout.write(table + "\n")
         return 0
     raise AssertionError(args.bench)
+
+
+def bench_lines(specs: Sequence[str], models: Sequence[str]) -> tuple[BenchLine, ...]:
+    """The ``bench stream --line NAME=OPTIONS`` lines, for each model: OPTIONS are parsed as
+    `stenoflow stream` parses them, so a line runs exactly what that command would."""
+    from stenoflow.bench.stream_bench import BenchLine
+
+    lines: list[BenchLine] = []
+    names: set[str] = set()
+    for spec in specs:
+        name, sep, flags = spec.partition("=")
+        name, flags = name.strip(), " ".join(flags.split())
+        if not sep or not name or "/" in name or name in ("default", "offline") or name in names:
+            raise ValueError(f"--line takes NAME=OPTIONS with a new name (not default or offline, no '/'), "
+                             f"e.g. 'gated=--beam-size 5 --gate 1', got {spec!r}")
+        names.add(name)
+        for model in models:
+            args = _stream_args(shlex.split(flags), model, spec)
+            compute = args.compute or compute_for(args.device)
+            args.compute = compute
+            lines.append(BenchLine(model, name, flags, compute, stream_options(args)))
+    return tuple(lines)
+
+
+def _stream_args(flags: list[str], model: str, spec: str) -> argparse.Namespace:
+    """``flags`` parsed by the `stream` command's parser, on ``model``; a clear error for what
+    that parser rejects and for what is not a stream option (an input, a model, a clock)."""
+    parser = build_parser()
+    try:
+        with redirect_stderr(io.StringIO()) as err:
+            args = parser.parse_args(["stream", "--model", model, *flags])
+    except SystemExit:
+        message = err.getvalue().strip().splitlines()
+        raise ValueError(f"--line {spec!r}: {message[-1] if message else 'not `stenoflow stream` options'}") from None
+    defaults = parser.parse_args(["stream", "--model", model])
+    given = [name for name in ("audio", "mic", "model", "device", "threads", "simulate", "chunk", "stdin_format",
+                               "log_words") if getattr(args, name) != getattr(defaults, name)]
+    if given:
+        raise ValueError(f"--line {spec!r}: {', '.join(given)} is not a stream option (the bench gives each line "
+                         "its streams, models, threads and clock)")
+    return args
 
 
 def _list(text: str) -> list[str]:

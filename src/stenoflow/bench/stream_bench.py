@@ -45,6 +45,22 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class BenchLine:
+    """A line beside the default: ``stenoflow stream`` with the options ``flags`` (as typed, for
+    the table) on ``model``, which they resolve to ``options`` at ``compute``."""
+
+    model: str
+    name: str
+    flags: str
+    compute: str
+    options: StreamOptions
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.name}" + (f": {self.flags}" if self.flags else "")
+
+
+@dataclass(frozen=True)
 class StreamBenchOptions:
     models: tuple[str, ...] = ("tiny.en", "base")
     stages: tuple[str, ...] = tuple(s.label for s in ABLATION)  # ablation lines to run (labels)
@@ -63,6 +79,7 @@ class StreamBenchOptions:
     threads: int = 2
     gold_model: str = "base"  # aligns the reference text for gold word times
     configs: tuple[str, ...] = ()  # name patterns to run (fnmatch); empty: all
+    lines: tuple[BenchLine, ...] = ()  # the default with options changed, each beside it
 
     def __post_init__(self) -> None:
         if self.noise_db is not None and not self.noise_db <= 0:
@@ -121,6 +138,7 @@ def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[Ben
                 lines[0] = (f"{label} = default", *lines[0][1:])  # measured once, under both names
                 continue
             lines.append((label, s.compute, stage))
+        lines += [(line.label, line.compute, line.options) for line in options.lines if line.model == name]
         for label, compute, stream_options in lines:
             if stream_options.hush and models.get(name).hush is None:
                 log.warning("%s has no hush word: %s is left out", name, label)
