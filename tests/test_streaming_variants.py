@@ -201,7 +201,8 @@ def test_bench_lines_run_what_stream_would_with_those_options() -> None:
     assert configs[3].params["compute"] == "float32" and configs[2].params["gate"] == 1.0
     for spec, message in (("gated", "NAME=OPTIONS"), ("default=--step 1", "new name"),
                           ("x=--step soon", "invalid float"), ("x=--bogus", "unrecognized"),
-                          ("x=--model base", "not a stream option"), ("x=a.wav", "not a stream option")):
+                          ("x=--model base", "not a stream option"), ("x=a.wav", "not a stream option"),
+                          ("x=--language 'en", "closing quotation")):
         with pytest.raises(ValueError, match=message):
             bench_lines([spec], ["tiny.en"])
     with pytest.raises(ValueError, match="new name"):

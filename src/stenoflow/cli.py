@@ -573,8 +573,12 @@ def bench_lines(specs: Sequence[str], models: Sequence[str]) -> tuple[BenchLine,
             raise ValueError(f"--line takes NAME=OPTIONS with a new name (not default or offline, no '/'), "
                              f"e.g. 'gated=--beam-size 5 --gate 1', got {spec!r}")
         names.add(name)
+        try:
+            tokens = shlex.split(flags)
+        except ValueError as e:  # an unclosed quote
+            raise ValueError(f"--line {spec!r}: {e}") from None
         for model in models:
-            args = _stream_args(shlex.split(flags), model, spec)
+            args = _stream_args(tokens, model, spec)
             compute = args.compute or compute_for(args.device)
             args.compute = compute
             lines.append(BenchLine(model, name, flags, compute, stream_options(args)))
