@@ -16,8 +16,9 @@ pytestmark = pytest.mark.slow
 
 def test_stream_cli_writes_a_valid_word_log(jfk_path: Path, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "out.jsonl"
-    assert main(["stream", str(jfk_path), "--model", "tiny.en", "--simulate", "unaware", "--log-words", str(out)]) == 0
+    out, rounds = tmp_path / "out.jsonl", tmp_path / "rounds.jsonl"
+    assert main(["stream", str(jfk_path), "--model", "tiny.en", "--simulate", "unaware", "--log-words", str(out),
+                 "--log-rounds", str(rounds)]) == 0
     printed = capsys.readouterr().out
     lines = out.read_text(encoding="utf-8").splitlines()
     assert lines
@@ -35,6 +36,16 @@ def test_stream_cli_writes_a_valid_word_log(jfk_path: Path, tmp_path: Path,
         words.append(record["word"])
     assert " ".join("".join(words).split()) == " ".join(printed.split())  # stdout shows the same words
     assert "country" in printed
+    # The round log: strict JSON, one line per round with its timings, and the committed text of
+    # all lines together is the word log's; the stream's end leaves no tail.
+    records = [json.loads(line) for line in rounds.read_text(encoding="utf-8").splitlines()]
+    timed = [r for r in records if "round_ms" in r]
+    assert len(timed) >= 5 and all(r["round_ms"] > 0 for r in timed)
+    assert sum((r.get("encoder_ms") or 0) > 0 and (r.get("decoder_ms") or 0) > 0 for r in timed) >= 5
+    assert [r["emitted_at"] for r in records] == sorted(r["emitted_at"] for r in records)
+    assert "".join(r.get("text", "") for r in records) == "".join(words)
+    assert sum(r.get("committed") or 0 for r in records) == len(words)
+    assert records[-1]["tail"] == ""
 
 
 def test_stream_cli_reads_pcm_from_stdin(jfk_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

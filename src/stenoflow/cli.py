@@ -9,6 +9,7 @@ import argparse
 import io
 import json
 import logging
+import math
 import shlex
 import shutil
 import sys
@@ -148,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--stdin-format", default="f32le", choices=["f32le", "s16le"], help="PCM format of -")
     st.add_argument("--log-words", type=Path, default=None,
                     help="write one JSON line per committed word: word, start, end, emitted_at")
+    st.add_argument("--log-rounds", type=Path, default=None,
+                    help="write one JSON line per processing round: when it reported (emitted_at), its figures "
+                         "(buffer, encoder/decoder/alignment ms, decoder passes, ...) and, on the last round of "
+                         "each update, the committed words (text) and the unconfirmed tail")
 
     ls = sub.add_parser("listen", help="voice commands: one line of text per utterance, as soon as it ends",
                         description="Endpoints utterances by voice activity, decodes while the person speaks "
@@ -597,7 +602,7 @@ def _stream_args(flags: list[str], model: str, spec: str) -> argparse.Namespace:
         raise ValueError(f"--line {spec!r}: {message[-1] if message else 'not `stenoflow stream` options'}") from None
     defaults = parser.parse_args(["stream", "--model", model])
     given = [name for name in ("audio", "mic", "model", "device", "threads", "simulate", "chunk", "stdin_format",
-                               "log_words") if getattr(args, name) != getattr(defaults, name)]
+                               "log_words", "log_rounds") if getattr(args, name) != getattr(defaults, name)]
     if given:
         raise ValueError(f"--line {spec!r}: {', '.join(given)} is not a stream option (the bench gives each line "
                          "its streams, models, threads and clock)")
@@ -696,6 +701,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     model = load_model(args.model, device=args.device, compute=args.compute, threads=args.threads)
     printer = StreamPrinter(sys.stdout, sys.stderr)
     word_log = args.log_words.open("w", encoding="utf-8") if args.log_words else None
+    round_log = args.log_rounds.open("w", encoding="utf-8") if args.log_rounds else None
 
     def on_update(update: StreamUpdate, emitted_at: float) -> None:
         printer(update, emitted_at)
@@ -703,6 +709,10 @@ def cmd_stream(args: argparse.Namespace) -> int:
             for w in update.committed:
                 word_log.write(EmittedWord(w.word, w.start, w.end, emitted_at).to_json() + "\n")
             word_log.flush()
+        if round_log is not None:
+            for line in round_records(update, emitted_at):
+                round_log.write(json.dumps(line, allow_nan=False) + "\n")
+            round_log.flush()
 
     try:
         if audio is not None:
@@ -713,11 +723,28 @@ def cmd_stream(args: argparse.Namespace) -> int:
             run = run_live(lambda: model.stream(options), Backlog(live), on_update=on_update)
     finally:
         printer.close()
-        if word_log is not None:
-            word_log.close()
+        for opened in (word_log, round_log):
+            if opened is not None:
+                opened.close()
     log.info("%d words from %.1f s of audio in %d rounds; compute %.1f s (RTF %.2f)", len(run.words),
              run.audio_s, len(run.rounds), run.compute_s, run.rtf)
     return 0
+
+
+def round_records(update: StreamUpdate, emitted_at: float) -> list[dict[str, object]]:
+    """The ``--log-rounds`` lines of one update: each round's figures (NaN as null; ``committed``
+    counts the words it committed), when the update reported them, and on its last round (or a
+    line of its own, if the update committed words without one) the committed words as ``text``
+    and the unconfirmed ``tail`` left after them."""
+    records: list[dict[str, object]] = [
+        {"emitted_at": round(emitted_at, 3), **{k: None if math.isnan(v) else v for k, v in r.items()}}
+        for r in update.rounds]
+    if not records and update.committed:
+        records.append({"emitted_at": round(emitted_at, 3)})
+    if records:
+        records[-1]["text"] = "".join(w.word for w in update.committed)
+        records[-1]["tail"] = "".join(w.word for w in update.tail)
+    return records
 
 
 def _probability_or_off(text: str) -> float | str:
