@@ -569,6 +569,7 @@ def bench_lines(specs: Sequence[str], models: Sequence[str]) -> tuple[BenchLine,
     `stenoflow stream` parses them, so a line runs exactly what that command would."""
     from stenoflow.bench.stream_bench import BenchLine
 
+    parser = build_parser()
     lines: list[BenchLine] = []
     names: set[str] = set()
     for spec in specs:
@@ -583,20 +584,18 @@ def bench_lines(specs: Sequence[str], models: Sequence[str]) -> tuple[BenchLine,
         except ValueError as e:  # an unclosed quote
             raise ValueError(f"--line {spec!r}: {e}") from None
         for model in models:
-            args = _stream_args(tokens, model, spec)
-            compute = args.compute or compute_for(args.device)
-            args.compute = compute
-            lines.append(BenchLine(model, name, flags, compute, stream_options(args)))
+            args = _stream_args(parser, tokens, model, spec)
+            lines.append(BenchLine(model, name, flags, args.compute, stream_options(args)))
     return tuple(lines)
 
 
-def _stream_args(flags: list[str], model: str, spec: str) -> argparse.Namespace:
-    """``flags`` parsed by the `stream` command's parser, on ``model``; a clear error for what
-    that parser rejects and for what is not a stream option (an input, a model, a clock)."""
-    parser = build_parser()
+def _stream_args(parser: argparse.ArgumentParser, flags: list[str], model: str, spec: str) -> argparse.Namespace:
+    """``flags`` parsed by the `stream` command of ``parser`` (the command line's), on ``model``,
+    as ``main`` parses them; a clear error for what that parser rejects and for what is not a
+    stream option (an input, a model, a clock)."""
     try:
         with redirect_stderr(io.StringIO()) as err:
-            args = parser.parse_args(["stream", "--model", model, *flags])
+            args = parse_command(parser, ["stream", "--model", model, *flags])
     except SystemExit:
         message = err.getvalue().strip().splitlines()
         raise ValueError(f"--line {spec!r}: {message[-1] if message else 'not `stenoflow stream` options'}") from None
@@ -993,10 +992,16 @@ COMMANDS = {"transcribe": cmd_transcribe, "stream": cmd_stream, "models": cmd_mo
             "listen": cmd_listen, "transcribe-batch": cmd_transcribe_batch}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "device", None) is not None and args.compute is None:  # a model command (add_model_args)
+def parse_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed, an absent --compute of a model command (add_model_args) resolved by its device."""
+    args = parser.parse_args(argv)
+    if getattr(args, "device", None) is not None and args.compute is None:
         args.compute = compute_for(args.device)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_command(build_parser(), argv)
     level = logging.WARNING - 10 * min(args.verbose, 2) if args.verbose else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
