@@ -10,6 +10,7 @@ from torch import Tensor
 
 from stenoflow.api import Model
 from stenoflow.decoding.guided import UNSURE, DraftVerifier, ReferenceGuidedDecoder
+from stenoflow.decoding.logit_filters import prefix_lengths
 from stenoflow.decoding.options import DecodingOptions, DecodingResult, verify_options
 from stenoflow.decoding.reference import (
     ALIGN_FAILED,
@@ -135,13 +136,17 @@ class ToyInference:
 
 
 class PrefixRecorder:
-    """A logit filter that only records the prefix lengths it is applied with."""
+    """A logit filter that only records, per call, the prefix lengths its rows follow and the
+    length of the tokens it was given."""
 
     def __init__(self) -> None:
-        self.lengths: list[int] = []
+        self.calls: list[tuple[list[int], int]] = []
 
     def apply(self, logits: Tensor, tokens: Tensor) -> None:
-        self.lengths.append(tokens.shape[1])
+        self.calls.append(([tokens.shape[1]] * logits.shape[0], tokens.shape[1]))
+
+    def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
+        self.calls.append((list(prefix_lengths(logits, start)), tokens.shape[1]))
 
 
 def toy_decode(decoder: TokenDecoder, inference: ToyInference, prompt: list[int]) -> list[int]:
@@ -174,7 +179,10 @@ def test_verification_accepts_what_the_model_confirms_and_equals_greedy() -> Non
     # token also checks the next draft, after the model's own token.
     assert stats["draft_accepted"] == 6
     assert stats["matched_tokens"] == 7 and stats["fallback_reference_exhausted"] == 1
-    assert recorder.lengths == sorted(recorder.lengths)  # each position filtered with its own prefix
+    # Each position is filtered with its own prefix: a verification's rows follow one prefix
+    # longer each, up to the whole draft.
+    assert any(len(lengths) > 1 for lengths, _ in recorder.calls)
+    assert all(lengths == list(range(n - len(lengths) + 1, n + 1)) for lengths, n in recorder.calls)
     assert all(n <= inference.length + 1 for n in inference.rolled_back_to)
 
 

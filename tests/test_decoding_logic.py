@@ -7,6 +7,7 @@ import torch
 
 from stenoflow.decoding.logit_filters import ApplyTimestampRules, SuppressBlank, SuppressTokens
 from stenoflow.decoding.options import DecodingOptions, verify_options
+from stenoflow.decoding.repetition import LoopRule, StopLoops
 from stenoflow.decoding.strategies import GreedyDecoder, MaximumLikelihoodRanker
 from stenoflow.decoding.transcribe import split_segments
 
@@ -122,3 +123,33 @@ def test_option_validation() -> None:
         verify_options(DecodingOptions(task="translate"), False)
     with pytest.raises(ValueError, match="patience"):
         verify_options(DecodingOptions(patience=2.0), True)
+
+
+@pytest.mark.parametrize("max_index", [None, 9])
+def test_filtering_all_positions_at_once_equals_one_row_at_a_time(max_index: int | None) -> None:
+    """Draft verification filters a whole draft in one call; each row must come out exactly as
+    the one-token step after its own prefix would have it (timestamps opening, closing, going
+    back, at the end; blanks at the start; loops)."""
+    gen = torch.Generator().manual_seed(0)
+    sample_begin = 2
+    filters = [SuppressBlank([3, EOT], sample_begin), SuppressTokens([4]),
+               ApplyTimestampRules(EOT, NO_TS, TB, sample_begin, 5, max_index),
+               StopLoops(LoopRule(), EOT, sample_begin)]
+    for trial in range(60):
+        length = int(torch.randint(1, 14, (1,), generator=gen))
+        # Text, timestamps and repeats of one token, so that pairs, regressions and loops occur.
+        pool = torch.tensor([0, 1, 5, 5, 5, 7, TB, TB + 2, TB + 6, TB + 9, TB + 12])
+        tail = pool[torch.randint(0, len(pool), (length,), generator=gen)]
+        if trial % 3 == 0:  # a two-token phrase four times over, a timestamp between two copies
+            tail = torch.cat([tail[:3], torch.tensor([7, 1, 7, 1, TB + 12, 7, 1, 7, 1, 0])])
+        seq = torch.cat([torch.tensor([0, 1]), tail])
+        start = int(torch.randint(1, seq.numel(), (1,), generator=gen))  # the cached prefix
+        logits = torch.randn(seq.numel() - start, V, generator=gen) * 3
+        logits[trial % logits.shape[0], TB:] += 4  # sometimes timestamps together beat any text
+        for f in filters:
+            one_by_one = logits.clone()
+            for j in range(one_by_one.shape[0]):
+                f.apply(one_by_one[j : j + 1], seq[None, : start + j + 1])
+            together = logits.clone()
+            f.apply_positions(together, seq[None], start)
+            assert torch.equal(together, one_by_one), (type(f).__name__, seq.tolist(), start)

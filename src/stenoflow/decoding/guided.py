@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -64,8 +64,8 @@ class DraftVerifier:
     """Feeds a drafted continuation through the decoder in one pass; yields filtered logits.
 
     The logit filters look at the tokens so far, so each position's logits are filtered
-    with the sequence up to that position, exactly as a one-token step there would be.
-    Positions are filtered lazily: the caller stops at the first rejection.
+    with the sequence up to that position, exactly as a one-token step there would be; all
+    positions are filtered together, with tensor operations, not one Python step per token.
 
     ``typical`` = (epsilon, alpha): typical acceptance (Medusa, seed 003 eq. 3) instead of
     greedy-exact: see ``choose``.
@@ -77,11 +77,12 @@ class DraftVerifier:
         self.filters = filters
         self.typical = typical
 
-    def choose(self, logits: Tensor, drafted: int | None) -> int:
+    def choose(self, logits: Tensor, drafted: int | None, best: int | None = None) -> int:
         """The token kept at a position with filtered logits (1, V) where the draft has ``drafted``:
-        the argmax (greedy-exact), or, with typical acceptance, the drafted token if the model gives
-        it a probability above min(epsilon, alpha * exp(-entropy)), else the argmax."""
-        best = int(logits[0].argmax())
+        the argmax (``best``, if known; greedy-exact), or, with typical acceptance, the drafted
+        token if the model gives it a probability above min(epsilon, alpha * exp(-entropy)), else
+        the argmax."""
+        best = int(logits[0].argmax()) if best is None else best
         if self.typical is None or drafted is None or drafted == best:
             return best
         epsilon, alpha = self.typical
@@ -90,16 +91,15 @@ class DraftVerifier:
         entropy = -(p * logp.masked_fill(p == 0, 0.0)).sum()
         return drafted if float(p[drafted]) > min(epsilon, alpha * float(torch.exp(-entropy))) else best
 
-    def positions(self, seq: Tensor) -> Iterator[Tensor]:
-        """For seq (1, T) extending the cached tokens, the filtered next-token logits (1, V) after
-        each token the cache has not seen yet, in order."""
+    def positions(self, seq: Tensor) -> Tensor:
+        """For seq (1, T) extending the cached tokens, the filtered next-token logits (T - start, V)
+        after each token the cache has not seen yet, in order, each row filtered with its own
+        prefix, all rows at once."""
         start = self.inference.length
-        logits = self.inference.all_logits(seq)  # (1, T - start, V)
-        for j in range(logits.shape[1]):
-            row = logits[:, j]
-            for f in self.filters:
-                f.apply(row, seq[:, : start + j + 1])
-            yield row
+        logits = self.inference.all_logits(seq)[0]  # (T - start, V)
+        for f in self.filters:
+            f.apply_positions(logits, seq, start)
+        return logits
 
 
 UNSURE = "unsure"  # the confidence gate opened the beam: the best token did not lead by enough
@@ -112,8 +112,13 @@ CLOSE_HELD = 3
 
 def top_margin(logits: Tensor) -> float:
     """How far (nats) the best token's log probability leads the second's, for logits (1, V)."""
-    top = F.log_softmax(logits[0].float(), dim=-1).topk(2).values
-    return float(top[0] - top[1])
+    return leads(F.log_softmax(logits.float(), dim=-1))[0]
+
+
+def leads(logprobs: Tensor) -> list[float]:
+    """For log probabilities (T, V), how far (nats) each row's best token leads its second."""
+    top = logprobs.topk(2, dim=-1).values
+    return (top[:, 0] - top[:, 1]).tolist()
 
 
 class ReferenceGuidedDecoder:
@@ -214,13 +219,19 @@ class ReferenceGuidedDecoder:
         self.counts["verify_passes"] += 1
         self.counts["draft_tokens"] += len(draft)
         accepted: list[float] = []
-        for j, row in enumerate(verifier.positions(seq)):
-            token = verifier.choose(row, draft[j] if j < len(draft) else None)
-            sure = j >= len(draft) or self.gate is None or top_margin(row) >= self.gate
+        rows = verifier.positions(seq)
+        best = rows.argmax(dim=-1).tolist()
+        logprobs = F.log_softmax(rows.float(), dim=-1)
+        gate = self.gate
+        margins = [] if gate is None else leads(logprobs)
+        for j in range(rows.shape[0]):
+            row = rows[j : j + 1]
+            token = verifier.choose(row, draft[j] if j < len(draft) else None, best[j])
+            sure = j >= len(draft) or gate is None or margins[j] >= gate
             verdict = self.matcher.observe(token) if sure else Verdict.SKIP
             if sure and verdict is Verdict.MATCH and j < len(draft) and token == draft[j]:
                 self._follows(verdict)
-                logprob = F.log_softmax(row[0].float(), dim=-1)[token]
+                logprob = logprobs[j, token]
                 sum_logprobs = sum_logprobs + logprob
                 accepted.append(float(logprob))
                 self.counts["draft_accepted"] += 1

@@ -18,6 +18,16 @@ class LogitFilter(Protocol):
     def apply(self, logits: Tensor, tokens: Tensor) -> None:
         """logits (B, V) of the next token given tokens (B, T); edited in place."""
 
+    def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
+        """logits (T, V) of one row at T positions, row j the next token after ``tokens[:, :
+        start + j + 1]`` (tokens (1, start + T)); edited in place, each row exactly as ``apply``
+        would edit it alone. Verifying a draft filters all its positions at once this way."""
+
+
+def prefix_lengths(logits: Tensor, start: int) -> range:
+    """Length of the token prefix each row of ``apply_positions``'s logits follows."""
+    return range(start + 1, start + 1 + logits.shape[0])
+
 
 class SuppressBlank:
     """No blank and no end-of-text as the very first sampled token."""
@@ -30,6 +40,10 @@ class SuppressBlank:
         if tokens.shape[1] == self.sample_begin:
             logits[:, self.ids.to(logits.device)] = NEG_INF
 
+    def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
+        if self.sample_begin in prefix_lengths(logits, start):
+            logits[self.sample_begin - start - 1, self.ids.to(logits.device)] = NEG_INF
+
 
 class SuppressTokens:
     def __init__(self, ids: list[int]) -> None:
@@ -37,6 +51,9 @@ class SuppressTokens:
 
     def apply(self, logits: Tensor, tokens: Tensor) -> None:
         logits[:, self.ids.to(logits.device)] = NEG_INF
+
+    def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
+        self.apply(logits, tokens)
 
 
 class ApplyTimestampRules:
@@ -65,35 +82,64 @@ class ApplyTimestampRules:
         self.max_index = max_timestamp_index
 
     def apply(self, logits: Tensor, tokens: Tensor) -> None:
-        tb = self.tb
         logits[:, self.no_timestamps] = NEG_INF
         seq = tokens[:, self.sample_begin :]
         n = seq.shape[1]
         if n == 0:
-            logits[:, :tb] = NEG_INF
-            if self.max_initial is not None:
-                logits[:, tb + self.max_initial + 1 :] = NEG_INF
-            if self.max_index is not None:
-                logits[:, tb + max(self.max_index, 1) :] = NEG_INF  # opens a segment: before the end
+            self._first(logits)
         else:
-            is_ts = seq >= tb
-            last = is_ts[:, -1]
-            penultimate = is_ts[:, -2] if n >= 2 else torch.ones_like(last)
-            logits[:, tb:].masked_fill_((last & penultimate)[:, None], NEG_INF)
-            logits[:, : self.eot].masked_fill_((last & ~penultimate)[:, None], NEG_INF)
-            # Timestamps are non-decreasing; a segment that just opened may close at the same time.
+            is_ts = seq >= self.tb
             newest = torch.where(is_ts, seq, torch.full_like(seq, -1)).max(dim=1).values
-            bound = torch.where(last & ~penultimate, newest, newest + 1)
-            ids = torch.arange(tb, logits.shape[1], device=logits.device)
-            below = (ids[None, :] < bound[:, None]) & (newest >= 0)[:, None]
-            logits[:, tb:].masked_fill_(below, NEG_INF)
-            if self.max_index is not None:
-                # Closing at the end is allowed; opening there (after a closed segment) is not.
-                opening = last & ~penultimate
-                logits[:, tb + self.max_index + 1 :] = NEG_INF
-                logits[:, tb + self.max_index].masked_fill_(opening, NEG_INF)
-                ended = opening & (seq[:, -1] >= tb + self.max_index)
-                logits[:, tb:].masked_fill_(ended[:, None], NEG_INF)
+            penultimate = is_ts[:, -2] if n >= 2 else torch.ones_like(is_ts[:, -1])
+            self._after(logits, is_ts[:, -1], penultimate, newest, seq[:, -1])
+        self._prefer_timestamps(logits)
+
+    def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
+        logits[:, self.no_timestamps] = NEG_INF
+        # Rows are in prefix order, so those with nothing sampled yet lead.
+        empty = sum(1 for length in prefix_lengths(logits, start) if length <= self.sample_begin)
+        for j in range(empty):
+            self._first(logits[j : j + 1])
+        if empty < logits.shape[0]:
+            seq = tokens[0, self.sample_begin :]
+            is_ts = seq >= self.tb
+            newest = torch.where(is_ts, seq, torch.full_like(seq, -1)).cummax(dim=0).values
+            last = torch.arange(start + empty, start + logits.shape[0], device=seq.device) - self.sample_begin
+            penultimate = torch.where(last >= 1, is_ts[(last - 1).clamp(min=0)], True)
+            self._after(logits[empty:], is_ts[last], penultimate, newest[last], seq[last])
+        self._prefer_timestamps(logits)
+
+    def _first(self, logits: Tensor) -> None:
+        """The rules of the first sampled token."""
+        tb = self.tb
+        logits[:, :tb] = NEG_INF
+        if self.max_initial is not None:
+            logits[:, tb + self.max_initial + 1 :] = NEG_INF
+        if self.max_index is not None:
+            logits[:, tb + max(self.max_index, 1) :] = NEG_INF  # opens a segment: before the end
+
+    def _after(self, logits: Tensor, last: Tensor, penultimate: Tensor, newest: Tensor, last_token: Tensor) -> None:
+        """The rules after sampled tokens, per row: whether its last and the one before it are
+        timestamps, its newest timestamp (-1: none) and its last token."""
+        tb = self.tb
+        logits[:, tb:].masked_fill_((last & penultimate)[:, None], NEG_INF)
+        logits[:, : self.eot].masked_fill_((last & ~penultimate)[:, None], NEG_INF)
+        # Timestamps are non-decreasing; a segment that just opened may close at the same time.
+        bound = torch.where(last & ~penultimate, newest, newest + 1)
+        ids = torch.arange(tb, logits.shape[1], device=logits.device)
+        below = (ids[None, :] < bound[:, None]) & (newest >= 0)[:, None]
+        logits[:, tb:].masked_fill_(below, NEG_INF)
+        if self.max_index is not None:
+            # Closing at the end is allowed; opening there (after a closed segment) is not.
+            opening = last & ~penultimate
+            logits[:, tb + self.max_index + 1 :] = NEG_INF
+            logits[:, tb + self.max_index].masked_fill_(opening, NEG_INF)
+            ended = opening & (last_token >= tb + self.max_index)
+            logits[:, tb:].masked_fill_(ended[:, None], NEG_INF)
+
+    def _prefer_timestamps(self, logits: Tensor) -> None:
+        """Sample a timestamp where all of them together are likelier than any text token."""
+        tb = self.tb
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         timestamp_logprob = logprobs[:, tb:].logsumexp(dim=-1)
         max_text_logprob = logprobs[:, :tb].max(dim=-1).values

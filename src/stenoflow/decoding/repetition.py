@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from stenoflow.decoding.logit_filters import NEG_INF
+from stenoflow.decoding.logit_filters import NEG_INF, prefix_lengths
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,25 @@ class StopLoops:
         for i, row in enumerate(rows):
             text = [t for t in row if t < self.eot]
             if len(text) >= 2 and self.rule.loop_unit(text) is not None:
-                keep = logits[i, self.eot].clone()
-                logits[i] = NEG_INF
-                logits[i, self.eot] = keep if torch.isfinite(keep) else 0.0
+                self._only_end(logits[i])
+
+    def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
+        row = tokens[0, self.sample_begin :].tolist()
+        text = [t for t in row if t < self.eot]
+        counts = np.cumsum([t < self.eot for t in row]).tolist()  # text tokens up to each token
+        checked, looped = 0, False  # the prefix's text last checked (prefixes only grow), and its verdict
+        for j, length in enumerate(prefix_lengths(logits, start)):
+            n = counts[length - self.sample_begin - 1] if length > self.sample_begin else 0
+            if n >= 2 and n != checked:
+                checked, looped = n, self.rule.loop_unit(text, n) is not None
+            if n >= 2 and looped:
+                self._only_end(logits[j])
+
+    def _only_end(self, logits: Tensor) -> None:
+        """The row (V,) may only end."""
+        keep = logits[self.eot].clone()
+        logits.fill_(NEG_INF)
+        logits[self.eot] = keep if torch.isfinite(keep) else 0.0
 
 
 def text_loop_start(tokens: Sequence[int], eot: int) -> int | None:
