@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 
 class DraftVerifier:
-    """Feeds a drafted continuation through the decoder in one pass; yields filtered logits.
+    """Feeds a drafted continuation through the decoder in one pass; returns filtered logits.
 
     The logit filters look at the tokens so far, so each position's logits are filtered
     with the sequence up to that position, exactly as a one-token step there would be; all
