@@ -97,9 +97,8 @@ class ApplyTimestampRules:
     def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
         logits[:, self.no_timestamps] = NEG_INF
         # Rows are in prefix order, so those with nothing sampled yet lead.
-        empty = sum(1 for length in prefix_lengths(logits, start) if length <= self.sample_begin)
-        for j in range(empty):
-            self._first(logits[j : j + 1])
+        empty = min(logits.shape[0], max(0, self.sample_begin - start))
+        self._first(logits[:empty])
         if empty < logits.shape[0]:
             seq = tokens[0, self.sample_begin :]
             is_ts = seq >= self.tb

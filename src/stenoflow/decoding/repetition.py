@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -87,13 +87,13 @@ class StopLoops:
     def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
         row = tokens[0, self.sample_begin :].tolist()
         text = [t for t in row if t < self.eot]
-        counts = np.cumsum([t < self.eot for t in row]).tolist()  # text tokens up to each token
+        counts = list(accumulate(t < self.eot for t in row))  # text tokens up to each token
         checked, looped = 0, False  # the prefix's text last checked (prefixes only grow), and its verdict
         for j, length in enumerate(prefix_lengths(logits, start)):
             n = counts[length - self.sample_begin - 1] if length > self.sample_begin else 0
-            if n >= 2 and n != checked:
-                checked, looped = n, self.rule.loop_unit(text, n) is not None
-            if n >= 2 and looped:
+            if n != checked:
+                checked, looped = n, n >= 2 and self.rule.loop_unit(text, n) is not None
+            if looped:
                 self._only_end(logits[j])
 
     def _only_end(self, logits: Tensor) -> None:
