@@ -322,8 +322,9 @@ def test_a_closing_gate_beam_searches_only_where_the_model_is_unsure(tiny: Model
                                                                     greedy: DecodingResult) -> None:
     """A draft with a wrong word ("friend" for "fellow"), the gate at 1 nat, five beams: a beam that
     closes again once its best row is settled spends far fewer passes than one that runs to the
-    end, ends at one row, and reports that row's token log probabilities and attention exactly as
-    decoding those tokens at one row does."""
+    end. Both report the chosen row's token log probabilities and attention exactly as decoding
+    those tokens at one row does: the closing beam ends at one row, the open one goes back to one
+    row over the tokens it chose, in one pass."""
     tok = tiny.tokenizer
     draft = list(greedy.tokens)
     draft[draft.index(tok.encode(" fellow")[0])] = tok.encode(" friend")[0]
@@ -333,14 +334,36 @@ def test_a_closing_gate_beam_searches_only_where_the_model_is_unsure(tiny: Model
     closing = decode(tiny, jfk_features, **kw, beam_close=True)
     assert closing.fallbacks and closing.stats["beam_closed"] >= 1 and opened.stats["beam_closed"] == 0
     assert closing.stats["forward_passes"] < 0.75 * opened.stats["forward_passes"]
-    assert opened.token_logprobs is None and opened.alignment is None  # an open beam reports neither
     assert "fellow" in closing.text and "friend" not in closing.text
-    same = decode(tiny, jfk_features, reference=tuple(closing.tokens), reference_mode="draft", record_alignment=True)
-    assert same.tokens == closing.tokens
-    assert closing.token_logprobs is not None and same.token_logprobs is not None
-    assert np.allclose(closing.token_logprobs, same.token_logprobs, atol=1e-4)
-    assert closing.alignment is not None and same.alignment is not None
-    assert torch.allclose(closing.alignment, same.alignment, atol=1e-4)
+    for result in (closing, opened):
+        same = decode(tiny, jfk_features, reference=tuple(result.tokens), reference_mode="draft",
+                      record_alignment=True)
+        assert same.tokens == result.tokens
+        assert result.token_logprobs is not None and same.token_logprobs is not None
+        assert np.allclose(result.token_logprobs, same.token_logprobs, atol=1e-4)
+        assert result.alignment is not None and same.alignment is not None
+        assert torch.allclose(result.alignment, same.alignment, atol=1e-4)
+
+
+def test_a_held_draft_keeps_the_beam_shut_and_decodes_greedily_where_it_is_held(
+        tiny: Model, jfk_features: Tensor, greedy: DecodingResult) -> None:
+    """The draft has a wrong word ("friend" for "fellow") where the gate opens a beam. Held up to
+    before that word, the beam still opens there and puts "fellow" back; held through it, the
+    decoding never leaves one row and gives greedy's tokens."""
+    tok = tiny.tokenizer
+    draft = list(greedy.tokens)
+    at = draft.index(tok.encode(" fellow")[0])
+    draft[at] = tok.encode(" friend")[0]
+    kw: dict[str, object] = {"beam_size": 5, "reference": tuple(draft), "reference_mode": "draft", "beam_gate": 1.0,
+                             "beam_close": True, "record_alignment": True}
+    before = decode(tiny, jfk_features, **kw, reference_hold=at)
+    assert before.stats["fallback_unsure"] + before.stats["fallback_mismatch"] >= 1
+    assert "fellow" in before.text and "friend" not in before.text
+    through = decode(tiny, jfk_features, **kw, reference_hold=len(draft))
+    assert through.tokens == greedy.tokens and through.stats["fallback_unsure"] == 0
+    assert through.stats["beam_width_avg"] == 1.0 and through.stats["fallback_mismatch"] == 1
+    with pytest.raises(ValueError, match="draft reference"):
+        verify_options(DecodingOptions(reference=(1,), reference_mode="verify", reference_hold=1), False)
 
 
 def test_wrong_reference_falls_back_to_full_beam_search(tiny: Model, jfk_features: Tensor,

@@ -136,6 +136,12 @@ def test_a_draft_starts_at_the_buffer_start_with_timestamps_moved() -> None:
     # Starting at d, mid-segment: a timestamp opens the draft.
     assert h.draft(11.5, TB) == (TB, 4, TB + 25)
     assert h.draft(12.5, TB) == ()
+    # The words a round whose audio allows commits up to ``until`` may commit: the draft's tokens
+    # before the first word that ends after it (timestamps included, an opening one too).
+    assert h.held_draft(11.0, TB, 11.6) == ((TB, 3, 4, TB + 50), 2)  # <1.00> c
+    assert h.held_draft(11.5, TB, 12.0) == ((TB, 4, TB + 25), 3)  # all of it
+    assert h.held_draft(11.5, TB, 11.9) == ((TB, 4, TB + 25), 1)  # the opening timestamp only
+    assert h.held_draft(10.0, TB, 10.2) == (tokens, 1)
 
 
 def test_draft_matcher_follows_text_and_tolerates_timestamps() -> None:

@@ -51,6 +51,9 @@ def test_variants_set_their_stream_options() -> None:
         StreamOptions(gate_close=True)  # nothing opens a beam to close
     with pytest.raises(ValueError, match="gate_close"):
         StreamOptions(policy="whisper-s", gate=1.0, gate_close=True)
+    with pytest.raises(ValueError, match="beam_tail"):
+        StreamOptions(beam_tail=True)  # no gate: no beam to keep to the tail
+    assert StreamOptions(beam_size=5, gate=1.0, beam_tail=True).beam_tail
 
 
 def test_the_ablation_adds_one_change_at_a_time_and_every_stage_is_valid() -> None:

@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--gate-close", action="store_const", const=True, default=None, dest="gate_close",
                     help="live, with --gate: the beam closes again once its best row leads the next by the gate "
                          "or stayed the best for a few tokens")
+    st.add_argument("--beam-tail", action="store_const", const=True, default=None, dest="beam_tail",
+                    help="live, with --gate: the beam opens only past the words a round may commit "
+                         "(greedy over them)")
     st.add_argument("--commit", choices=["agreement", "alignatt"], default=None,
                     help="live: commit by LocalAgreement or by attention (AlignAtt)")
     st.add_argument("--align-frames", type=int, default=None,
@@ -766,7 +769,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
     if args.variant:
         split = stored_split(args.model, args.compute)
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
-    given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "gate_close", "commit",
+    given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "gate_close", "beam_tail", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "cold_margin_s",
                                                     "context_s", "prompt_chars", "window_s", "language", "speculative",
                                                     "medusa")

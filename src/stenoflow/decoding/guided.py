@@ -136,12 +136,17 @@ class ReferenceGuidedDecoder:
     reason, so past the draft decoding stays greedy while it is sure. With ``close`` the beam the
     gate opened closes again where its best row is as sure as the gate asks (see the module
     docstring): a round spends beam width only on the stretch the model is unsure of.
+
+    ``hold`` (with a ``DraftMatcher``): over the first ``hold`` draft tokens the beam does not
+    open; where the model parts with the draft there, decoding goes on greedily at one row,
+    re-aligning on the draft later. A live round holds the words it may commit this round and
+    searches only past them, where words can still change.
     """
 
     def __init__(self, matcher: ReferenceMatcher | DraftMatcher | SpeculativeDraft,
                  fallback: TokenDecoder, beam_size: int, eot: int,
                  verifier: DraftVerifier | None, max_length: int, gate: float | None = None,
-                 close: bool = False) -> None:
+                 close: bool = False, hold: int = 0) -> None:
         self.matcher = matcher
         self.fallback = fallback
         self.beam_size = beam_size
@@ -150,7 +155,8 @@ class ReferenceGuidedDecoder:
         self.max_length = max_length
         self.gate = gate if beam_size > 1 else None
         self.close = close and self.gate is not None and isinstance(fallback, BeamSearchDecoder)
-        self._opened_at = 0  # length of the rows where the beam opened
+        self.hold = hold if isinstance(matcher, DraftMatcher) else 0
+        self.opened_at: int | None = None  # length of the rows where the beam last opened (None: at one row)
         self._beam_logprobs: list[list[float]] = []  # per beam row: its tokens' log probabilities since then
         self._best, self._held = -1, 0  # the open beam's best row, and for how many steps it stayed best
         self.resync = verifier is not None and beam_size == 1
@@ -164,6 +170,7 @@ class ReferenceGuidedDecoder:
         self.matcher.restart()
         self.guided, self.searching = True, False
         self.fallbacks, self.counts = [], Counter()
+        self.opened_at = None
 
     def update(self, tokens: Tensor, logits: Tensor, sum_logprobs: Tensor) -> Step:
         if not self.guided:
@@ -219,6 +226,7 @@ class ReferenceGuidedDecoder:
         self.counts["verify_passes"] += 1
         self.counts["draft_tokens"] += len(draft)
         accepted: list[float] = []
+        held = self._holding_until(len(draft))
         rows = verifier.positions(seq)
         best = rows.argmax(dim=-1).tolist()
         logprobs = F.log_softmax(rows.float(), dim=-1)
@@ -227,7 +235,7 @@ class ReferenceGuidedDecoder:
         for j in range(rows.shape[0]):
             row = rows[j : j + 1]
             token = verifier.choose(row, draft[j] if j < len(draft) else None, best[j])
-            sure = j >= len(draft) or gate is None or margins[j] >= gate
+            sure = j >= len(draft) or gate is None or j < held or margins[j] >= gate
             verdict = self.matcher.observe(token) if sure else Verdict.SKIP
             if sure and verdict is Verdict.MATCH and j < len(draft) and token == draft[j]:
                 self._follows(verdict)
@@ -261,9 +269,21 @@ class ReferenceGuidedDecoder:
             self._beam_logprobs = [[*logprobs, *row] for row in self._beam_logprobs]
         return step
 
+    def _holding_until(self, n: int) -> int:
+        """How many of the next ``n`` draft tokens lie in the held stretch (0 when not aligned)."""
+        cursor = getattr(self.matcher, "cursor", None)
+        return 0 if cursor is None else max(0, min(n, self.hold - cursor))
+
+    def _holding(self) -> bool:
+        """Whether decoding is inside the held stretch, aligned on the draft or re-aligning in it."""
+        if not self.hold:
+            return False
+        cursor = getattr(self.matcher, "cursor", None)
+        return (cursor if cursor is not None else getattr(self.matcher, "search_from", 0)) < self.hold
+
     def _sure(self, logits: Tensor) -> bool:
         """The confidence gate: whether the best token leads by enough to stay at one row."""
-        if self.gate is None or top_margin(logits) >= self.gate:
+        if self.gate is None or self._holding() or top_margin(logits) >= self.gate:
             return True
         self.fallbacks.append(UNSURE)
         return False
@@ -279,6 +299,10 @@ class ReferenceGuidedDecoder:
         assert reason is not None
         if self.gate is not None and reason != MISMATCH:
             return True  # no reference (left) to follow: the gate alone decides
+        if reason == MISMATCH and self._holding():  # parted with a held draft: on at one row
+            self.fallbacks.append(reason)
+            self.searching = True
+            return True
         if not (self.searching and reason == ALIGN_FAILED):  # one record per lost reference
             self.fallbacks.append(reason)
             log.debug("reference fallback: %s", reason)
@@ -294,9 +318,10 @@ class ReferenceGuidedDecoder:
         step = self.fallback.update(tokens.expand(b, -1), logits.expand(b, -1), sum_logprobs.expand(b))
         # Every row of the expanded batch is the single cached row: the cache grows to b rows.
         step = replace(step, parents=torch.zeros(b, dtype=torch.long, device=tokens.device))
+        self.opened_at = tokens.shape[1]
         if not self.close:
             return step
-        self._opened_at, self._beam_logprobs = tokens.shape[1], [[] for _ in range(b)]
+        self._beam_logprobs = [[] for _ in range(b)]
         self._best, self._held = -1, 0
         return self._closing(step, sum_logprobs.expand(b))
 
@@ -317,8 +342,10 @@ class ReferenceGuidedDecoder:
         if float(top.values[0] - top.values[1]) < self.gate and held < CLOSE_HELD:
             return step
         row = step.tokens[best : best + 1]
-        for token in row[0, self._opened_at :].tolist():  # re-align on the reference
+        assert self.opened_at is not None
+        for token in row[0, self.opened_at :].tolist():  # re-align on the reference
             self.matcher.observe(token)
+        self.opened_at = None
         self.fallback.reset()
         self.guided, self.searching = True, False
         self.counts["beam_closed"] += 1

@@ -46,6 +46,10 @@ class DecodingOptions:
     # best row leads the next by the gate or stayed the best for a few tokens, and no candidate
     # has finished (see decoding.guided; False: the beam, once open, runs to the end of the window).
     beam_close: bool = False
+    # With a draft: over its first reference_hold tokens (the words a live round may commit) the
+    # beam does not open, and where the model parts with the draft there decoding goes on greedily
+    # at one row; past them the gate decides as above (the beam searches where words can still change).
+    reference_hold: int = 0
     # Record the alignment heads' cross-attention of the decoded tokens in the result (word
     # timing without a second pass); kept only when the result is a single decoded row.
     record_alignment: bool = False
@@ -137,3 +141,5 @@ def verify_reference(options: DecodingOptions) -> None:
         raise ValueError("beam_gate chooses between greedy and beam search (temperature 0)")
     if options.beam_close and gate is None:
         raise ValueError("beam_close closes a beam the confidence gate opened: give beam_gate too")
+    if options.reference_hold and options.reference_mode != "draft":
+        raise ValueError("reference_hold holds the first tokens of a draft: give a draft reference")

@@ -15,6 +15,7 @@ import zlib
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from stenoflow.decoding.guided import DraftVerifier, ReferenceGuidedDecoder
@@ -176,7 +177,8 @@ class DecodingTask:
         verify = o.reference_mode in ("verify", "draft") or draft is not None
         verifier = DraftVerifier(inference, filters, o.typical) if verify else None
         return ReferenceGuidedDecoder(matcher, self.strategy(tok, sample_begin), o.beam_size or 1, tok.eot,
-                                      verifier, max_length, o.beam_gate, o.beam_close)
+                                      verifier, max_length, o.beam_gate, o.beam_close,
+                                      o.reference_hold)
 
     def single_row(self, draft: Drafter | None = None) -> bool:
         """Whether decoding starts at one row: under a reference, a draft (model or heads) or a confidence gate."""
@@ -293,6 +295,8 @@ class DecodingTask:
         text = tok.decode(out)
         alignment = None
         single = tokens.shape[0] == 1 and tokens[0, sample_begin:].tolist()[: len(out)] == out
+        if not single and o.record_alignment and guided is not None:
+            single = self._settle(inference, guided, tokens, out, sample_begin, token_logprobs)
         positions = range(sample_begin, sample_begin + len(out))
         logprobs = [token_logprobs[p] for p in positions] if single and all(p in token_logprobs for p in positions) \
             else None
@@ -317,6 +321,31 @@ class DecodingTask:
             ended=ended,
             token_logprobs=logprobs,
         )
+
+    @staticmethod
+    def _settle(inference: Inference, guided: ReferenceGuidedDecoder, tokens: Tensor, out: list[int],
+                sample_begin: int, token_logprobs: dict[int, float]) -> bool:
+        """After a beam the gate opened and that was still open at the end: the cache back at one
+        row, holding the chosen tokens, with their log probabilities (into ``token_logprobs``) and
+        attention as decoding them at one row gives, from one pass over the tokens since the beam
+        opened (or since the first one whose log probability the opening pass left unreported).
+        False (nothing done) where that cannot be: no verifier, or a choice that is not rooted
+        where the beam opened."""
+        opened, verifier = guided.opened_at, guided.verifier
+        if opened is None or verifier is None or opened <= sample_begin or sample_begin + len(out) < opened:
+            return False
+        prefix = tokens[0, :opened].tolist()
+        if prefix[sample_begin:] != out[: opened - sample_begin]:
+            return False
+        start = next((p for p in range(sample_begin, opened) if p not in token_logprobs), opened)
+        seq = torch.tensor([prefix + out[opened - sample_begin :]], dtype=tokens.dtype, device=tokens.device)
+        inference.rearrange(torch.zeros(1, dtype=torch.long, device=tokens.device))
+        inference.rollback(start - 1)  # every row holds the prefix; the token before start is fed again
+        logprobs = F.log_softmax(verifier.positions(seq).float(), dim=-1)  # row i predicts start + i
+        chosen = seq[0, start:]
+        token_logprobs.update(zip(range(start, seq.shape[1]),
+                                  logprobs[torch.arange(chosen.numel()), chosen].tolist()))
+        return True
 
     @staticmethod
     def _stats(inference: Inference, decoder: TokenDecoder, width: int) -> dict[str, float]:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stenoflow.decoding.timing import FRAMES_PER_SECOND
 from stenoflow.memory import HeapTrimmer
 from stenoflow.streaming.agreement import tail_prefix_alignment, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
@@ -173,15 +174,15 @@ class LiveSession:
         self._ahead = None
         inp = encoded.input
         heard_before = max(0, inp.committed_before - self._dropped)
-        draft = self._draft(inp) if self.options.guide else ()
+        draft, hold = self._draft(inp) if self.options.guide else ((), 0)
         # The next round is planned before this one's results move the buffer, whether it then
         # runs beside this decoding (pipeline) or after it: both ways compute the same thing.
         ahead = self._plan() if self._next_due() else None
         if ahead is not None and self.pipeline is not None:
-            heard, self._ahead = self.pipeline.run(lambda: self.round.decode(encoded, draft),
+            heard, self._ahead = self.pipeline.run(lambda: self.round.decode(encoded, draft, hold),
                                                    lambda: self.round.encode(ahead))
         else:
-            heard = self._decode(encoded, draft)
+            heard = self._decode(encoded, draft, hold)
             self._ahead = self._encode(ahead) if ahead is not None else None
         self._previous = heard
         heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before, heard.end)))
@@ -199,16 +200,19 @@ class LiveSession:
                   heard.end, len(committed), "".join(w.word.word for w in self._tail))
         return committed, stats
 
-    def _draft(self, inp: RoundInput) -> tuple[int, ...]:
+    def _draft(self, inp: RoundInput) -> tuple[tuple[int, ...], int]:
         """What the round is expected to hear: the previous round's tokens from the start of this
         round's buffer on (its own words, punctuation and timestamps), or, if that round heard
-        nothing there, the committed and unconfirmed words still in the buffer."""
+        nothing there, the committed and unconfirmed words still in the buffer; and with
+        ``beam_tail``, how many of its tokens are words this round may commit, over which the
+        beam stays shut (0: none)."""
         if self._previous is not None:
-            draft = self._previous.draft(inp.offset, self.model.tokenizer.timestamp_begin)
+            until = inp.end - self.options.align_frames / FRAMES_PER_SECOND
+            draft, hold = self._previous.held_draft(inp.offset, self.model.tokenizer.timestamp_begin, until)
             if draft:
-                return draft
+                return draft, hold if self.options.beam_tail else 0
         words = [*self._committed[max(0, inp.committed_before - self._dropped) :], *self._tail]
-        return tuple(t for w in words for t in w.tokens)
+        return tuple(t for w in words for t in w.tokens), 0
 
     def _fresh(self, words: Sequence[HeardWord], first: int, end: float, final: bool = False) -> list[HeardWord]:
         """The words of a hypothesis that are new: see :func:`new_words`. ``first`` indexes the
@@ -344,10 +348,10 @@ class LiveSession:
             return self.round.encode(inp, pad)
         return self.pipeline.encode(lambda: self.round.encode(inp, pad))
 
-    def _decode(self, encoded: Encoded, draft: tuple[int, ...]) -> Heard:
+    def _decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0) -> Heard:
         if self.pipeline is None:
-            return self.round.decode(encoded, draft)
-        return self.pipeline.decode(lambda: self.round.decode(encoded, draft))
+            return self.round.decode(encoded, draft, hold)
+        return self.pipeline.decode(lambda: self.round.decode(encoded, draft, hold))
 
     # --- the buffer ------------------------------------------------------------------------------
     def _cut(self) -> None:

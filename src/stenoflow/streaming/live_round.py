@@ -113,15 +113,23 @@ class Heard:
     def draft(self, start: float, timestamp_begin: int) -> tuple[int, ...]:
         """This round's tokens from its first word at or after absolute time ``start``, as the
         draft of a round whose buffer starts there: timestamps moved to the new start."""
+        return self.held_draft(start, timestamp_begin, start)[0]
+
+    def held_draft(self, start: float, timestamp_begin: int, until: float) -> tuple[tuple[int, ...], int]:
+        """``draft(start, ...)``, and how many of its tokens come before its first word that ends
+        after absolute time ``until`` (the words a round whose audio allows commits up to
+        ``until`` may commit)."""
         first = next((w for w in self.words if w.word.start >= start - CUT_SLACK_S), None)
         if first is None:
-            return ()
+            return (), 0
         begin = first.span[0]
         if begin > 0 and self.tokens[begin - 1] >= timestamp_begin:
             begin -= 1  # the segment's opening timestamp
         shift = round((start - self.offset) / TIME_PRECISION)
         out = [t if t < timestamp_begin else max(timestamp_begin, t - shift) for t in self.tokens[begin:]]
-        return tuple(out if out and out[0] >= timestamp_begin else [timestamp_begin, *out])
+        opened = 0 if out and out[0] >= timestamp_begin else 1  # a timestamp put before the tokens
+        late = next((w.span[0] for w in self.words if w.span[0] >= begin and w.word.end > until), len(self.tokens))
+        return tuple(out if not opened else [timestamp_begin, *out]), late - begin + opened
 
 
 class LiveRound:
@@ -162,11 +170,12 @@ class LiveRound:
 
     # --- stage B ------------------------------------------------------------------------------
     @torch.inference_mode()
-    def decode(self, encoded: Encoded, draft: tuple[int, ...]) -> Heard:
-        """Decode the encoded buffer with ``draft`` (text tokens expected from its start)."""
+    def decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0) -> Heard:
+        """Decode the encoded buffer with ``draft`` (text tokens expected from its start), holding
+        its first ``hold`` tokens (see ``DecodingOptions.reference_hold``)."""
         inp = encoded.input
         t0 = time.perf_counter()
-        options = self._decoding(inp, draft)
+        options = self._decoding(inp, draft, hold)
         cross = encoded.prefilled.inference.cross
         result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
                                                                draft=encoded.draft or self.heads)
@@ -185,7 +194,7 @@ class LiveRound:
                  "tokens": float(len(result.tokens))}
         return replace(heard, stats=stats)
 
-    def _decoding(self, inp: RoundInput, draft: tuple[int, ...] = ()) -> DecodingOptions:
+    def _decoding(self, inp: RoundInput, draft: tuple[int, ...] = (), hold: int = 0) -> DecodingOptions:
         o = self.options
         return DecodingOptions(
             language=o.language,
@@ -198,6 +207,7 @@ class LiveRound:
             reference_mode="draft" if draft else None,
             beam_gate=o.gate,
             beam_close=o.gate_close,
+            reference_hold=hold if draft else 0,
             record_alignment=True,
         )
 

@@ -91,6 +91,10 @@ class StreamOptions:
     # stayed the best for a few tokens, and the round goes on at one row verifying the draft
     # (False: an open beam runs to the round's end)
     gate_close: bool = False
+    # live, with a gate: the beam stays shut over the words a round may commit (the draft's words
+    # that end align_frames before the audio's end), decoded greedily, and opens only past them,
+    # where words can still change
+    beam_tail: bool = False
     language: str | None = "en"  # None: detected every round (multilingual models; whisper-s only)
     # above this, the buffer is cut at a committed boundary (None: 10 s live, 15 s whisper-s)
     buffer_trim_s: float | None = None
@@ -151,6 +155,9 @@ class StreamOptions:
                              f"got {self.guide!r}")
         if self.gate is not None and not self.gate >= 0:
             raise ValueError(f"gate must be >= 0 nats or None, got {self.gate}")
+        if self.beam_tail and (self.gate is None or self.policy != "live" or self.guide is None):
+            raise ValueError("beam_tail keeps a gated beam to the words a live round cannot commit yet: "
+                             "give gate, a guide and the live policy")
         if self.gate_close and (self.gate is None or self.policy != "live"):
             raise ValueError("gate_close closes the beam a gate opened in live rounds: give gate and the live policy")
         if not 0 < self.trim_s < self.max_buffer_s <= 30.0:
