@@ -51,7 +51,9 @@ class DecodingOptions:
     # at one row; past them the gate decides as above (the beam searches where words can still change).
     reference_hold: int = 0
     # Record the alignment heads' cross-attention of the decoded tokens in the result (word
-    # timing without a second pass); kept only when the result is a single decoded row.
+    # timing without a second pass); kept when the result is a single decoded row, or the row a
+    # gated beam still open at the end chose (one more pass at one row gives it, and its token
+    # log probabilities, under a draft verifier).
     record_alignment: bool = False
     # With drafted tokens (a draft model, Medusa heads): (epsilon, alpha) for typical acceptance
     # (seed 003 eq. 3: a drafted token is kept where the model gives it more than
