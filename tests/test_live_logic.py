@@ -130,18 +130,18 @@ def test_a_draft_starts_at_the_buffer_start_with_timestamps_moved() -> None:
     words = [hw(" a", 10.0, 10.5, span=(1, 2)), hw(" b", 10.5, 11.0, span=(2, 3)),
              hw(" c", 11.0, 11.5, span=(5, 6)), hw(" d", 11.5, 12.0, span=(6, 7))]
     h = Heard(tuple(words), 12.0, True, False, offset=10.0, tokens=tokens)
-    assert h.draft(10.0, TB) == tokens
+    assert h.draft(10.0, TB, 10.0)[0] == tokens
     # The buffer now starts at 11.0 s: the draft starts with c's segment, timestamps 1 s earlier.
-    assert h.draft(11.0, TB) == (TB, 3, 4, TB + 50)
+    assert h.draft(11.0, TB, 11.0)[0] == (TB, 3, 4, TB + 50)
     # Starting at d, mid-segment: a timestamp opens the draft.
-    assert h.draft(11.5, TB) == (TB, 4, TB + 25)
-    assert h.draft(12.5, TB) == ()
+    assert h.draft(11.5, TB, 11.5)[0] == (TB, 4, TB + 25)
+    assert h.draft(12.5, TB, 12.5)[0] == ()
     # The words a round whose audio allows commits up to ``until`` may commit: the draft's tokens
     # before the first word that ends after it (timestamps included, an opening one too).
-    assert h.held_draft(11.0, TB, 11.6) == ((TB, 3, 4, TB + 50), 2)  # <1.00> c
-    assert h.held_draft(11.5, TB, 12.0) == ((TB, 4, TB + 25), 3)  # all of it
-    assert h.held_draft(11.5, TB, 11.9) == ((TB, 4, TB + 25), 1)  # the opening timestamp only
-    assert h.held_draft(10.0, TB, 10.2) == (tokens, 1)
+    assert h.draft(11.0, TB, 11.6) == ((TB, 3, 4, TB + 50), 2)  # <1.00> c
+    assert h.draft(11.5, TB, 12.0) == ((TB, 4, TB + 25), 3)  # all of it
+    assert h.draft(11.5, TB, 11.9) == ((TB, 4, TB + 25), 1)  # the opening timestamp only
+    assert h.draft(10.0, TB, 10.2) == (tokens, 1)
 
 
 def test_draft_matcher_follows_text_and_tolerates_timestamps() -> None:

@@ -156,6 +156,7 @@ class ReferenceGuidedDecoder:
         self.gate = gate if beam_size > 1 else None
         self.close = close and self.gate is not None and isinstance(fallback, BeamSearchDecoder)
         self.hold = hold if isinstance(matcher, DraftMatcher) else 0
+        self._held_over = matcher if self.hold and isinstance(matcher, DraftMatcher) else None  # the held draft
         self.opened_at: int | None = None  # length of the rows where the beam last opened (None: at one row)
         self._beam_logprobs: list[list[float]] = []  # per beam row: its tokens' log probabilities since then
         self._best, self._held = -1, 0  # the open beam's best row, and for how many steps it stayed best
@@ -271,15 +272,13 @@ class ReferenceGuidedDecoder:
 
     def _holding_until(self, n: int) -> int:
         """How many of the next ``n`` draft tokens lie in the held stretch (0 when not aligned)."""
-        cursor = getattr(self.matcher, "cursor", None)
-        return 0 if cursor is None else max(0, min(n, self.hold - cursor))
+        m = self._held_over
+        return 0 if m is None or m.cursor is None else max(0, min(n, self.hold - m.cursor))
 
     def _holding(self) -> bool:
         """Whether decoding is inside the held stretch, aligned on the draft or re-aligning in it."""
-        if not self.hold:
-            return False
-        cursor = getattr(self.matcher, "cursor", None)
-        return (cursor if cursor is not None else getattr(self.matcher, "search_from", 0)) < self.hold
+        m = self._held_over
+        return m is not None and (m.cursor if m.cursor is not None else m.search_from) < self.hold
 
     def _sure(self, logits: Tensor) -> bool:
         """The confidence gate: whether the best token leads by enough to stay at one row."""

@@ -208,7 +208,7 @@ class LiveSession:
         beam stays shut (0: none)."""
         if self._previous is not None:
             until = inp.end - self.options.align_frames / FRAMES_PER_SECOND
-            draft, hold = self._previous.held_draft(inp.offset, self.model.tokenizer.timestamp_begin, until)
+            draft, hold = self._previous.draft(inp.offset, self.model.tokenizer.timestamp_begin, until)
             if draft:
                 return draft, hold if self.options.beam_tail else 0
         words = [*self._committed[max(0, inp.committed_before - self._dropped) :], *self._tail]

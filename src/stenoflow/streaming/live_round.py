@@ -110,15 +110,11 @@ class Heard:
     offset: float = 0.0  # absolute start of the audio the round heard
     tokens: tuple[int, ...] = ()  # what it decoded: text and timestamp tokens (loops cut)
 
-    def draft(self, start: float, timestamp_begin: int) -> tuple[int, ...]:
+    def draft(self, start: float, timestamp_begin: int, until: float) -> tuple[tuple[int, ...], int]:
         """This round's tokens from its first word at or after absolute time ``start``, as the
-        draft of a round whose buffer starts there: timestamps moved to the new start."""
-        return self.held_draft(start, timestamp_begin, start)[0]
-
-    def held_draft(self, start: float, timestamp_begin: int, until: float) -> tuple[tuple[int, ...], int]:
-        """``draft(start, ...)``, and how many of its tokens come before its first word that ends
-        after absolute time ``until`` (the words a round whose audio allows commits up to
-        ``until`` may commit)."""
+        draft of a round whose buffer starts there (timestamps moved to the new start), and how
+        many of them come before its first word that ends after absolute time ``until`` (the words
+        a round whose audio allows commits up to ``until`` may commit)."""
         first = next((w for w in self.words if w.word.start >= start - CUT_SLACK_S), None)
         if first is None:
             return (), 0
