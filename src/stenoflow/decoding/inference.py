@@ -52,10 +52,7 @@ class Inference:
         else:
             one = self.model.new_cache(1, tokens.shape[1])
             logits, _ = self.model.decoder(tokens, self.cross, one, logits_at=at)
-            t = tokens.shape[1]
-            self.cache.k[:, :, :, :t] = one.k[:, :, :, :t]
-            self.cache.v[:, :, :, :t] = one.v[:, :, :, :t]
-            self.cache.length = t
+            self.cache.broadcast(one, tokens.shape[1])
         self.forward_passes += 1
         return logits
 

@@ -3,7 +3,9 @@
 The self-attention cache is allocated once for the longest sequence a decoding can reach and
 written in place, so the per-token step allocates nothing for it. Its ``length`` is the
 number of valid positions; rolling it back (speculative decoding, reference verification)
-is just lowering ``length``.
+is just lowering ``length``. Beam search reorders its rows every step; the positions every row
+holds alike (the prompt, and all a single row decoded before a beam opened) are ``shared`` and
+never copied, so a reorder moves only what the rows decoded since they last were one.
 
 The cross-attention K/V depends only on the encoder output, so it is projected once per
 audio window and shared by every beam and every decoding step.
@@ -18,7 +20,11 @@ from torch import Tensor
 
 
 class SelfAttentionCache:
-    """Keys and values of every decoder layer: ``(n_layer, batch, n_head, max_len, head_dim)``."""
+    """Keys and values of every decoder layer: ``(n_layer, batch, n_head, max_len, head_dim)``.
+
+    ``k``, ``v`` and ``attention`` are views of the rows in use of a larger store: a beam that
+    closes to one row keeps the store and reads one of its rows; when it opens again, the other
+    rows still hold the shared positions and only what that row decoded since is copied out."""
 
     def __init__(
         self,
@@ -32,12 +38,15 @@ class SelfAttentionCache:
         alignment: tuple[tuple[tuple[int, int], ...], int] | None = None,
     ) -> None:
         shape = (n_layer, batch, n_head, max_len, head_dim)
-        self.k = torch.empty(shape, dtype=dtype, device=device)
-        self.v = torch.empty(shape, dtype=dtype, device=device)
+        self._k = torch.empty(shape, dtype=dtype, device=device)
+        self._v = torch.empty(shape, dtype=dtype, device=device)
         self.length = 0
+        # Positions before this one hold the same keys, values and attention in every row of
+        # the store (in use or not).
+        self.shared = 0
         # Attention of the alignment heads at every position (batch, max_len, n_heads, n_audio):
         # the rows word timing needs, recorded by the passes that decode the tokens anyway.
-        self.attention: Tensor | None = None
+        self._attention: Tensor | None = None
         self._heads: dict[int, tuple[list[int], list[int]]] = {}  # layer -> (heads, their slots)
         if alignment is not None:
             heads, n_audio = alignment
@@ -45,7 +54,15 @@ class SelfAttentionCache:
                 mine = self._heads.setdefault(layer, ([], []))
                 mine[0].append(head)
                 mine[1].append(slot)
-            self.attention = torch.zeros((batch, max_len, len(heads), n_audio), dtype=torch.float32, device=device)
+            self._attention = torch.zeros((batch, max_len, len(heads), n_audio), dtype=torch.float32, device=device)
+        self._use(0, batch)
+
+    def _use(self, first: int, batch: int) -> None:
+        """Serve the store's rows ``first .. first + batch``."""
+        self._first = first
+        self.k = self._k[:, first : first + batch]
+        self.v = self._v[:, first : first + batch]
+        self.attention = None if self._attention is None else self._attention[first : first + batch]
 
     @property
     def batch(self) -> int:
@@ -60,6 +77,7 @@ class SelfAttentionCache:
         end = offset + k.shape[2]
         if end > self.max_len:
             raise ValueError(f"decoder context overflow: {end} positions > {self.max_len}")
+        self.shared = min(self.shared, offset)  # rows may write different tokens
         self.k[layer, :, :, offset:end] = k
         self.v[layer, :, :, offset:end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
@@ -77,27 +95,80 @@ class SelfAttentionCache:
         self.attention[:, offset : offset + weights.shape[2], slots, :n] = weights[..., :n].transpose(1, 2)
 
     def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (beam search): rows may repeat or drop out."""
+        """Keep batch rows ``index`` (beam search): rows may repeat or drop out. Only positions
+        from ``shared`` on differ between rows, so only they are ever copied; one row kept alone
+        is served from the store in place, and opening a beam on it again copies only what it
+        decoded alone."""
         n = self.length
         if n == 0:
             return
-        if index.numel() == self.batch:
-            moved = (index != torch.arange(self.batch, device=index.device)).nonzero().flatten()
-            if moved.numel():  # rows that keep their own history need no copy
+        rows = index.numel()
+        one = rows == 1 or bool((index == index[0]).all())
+        if one and rows == 1:
+            self._use(self._first + int(index[0]), 1)
+        elif one:
+            self._spread(self._first + int(index[0]), rows, n)
+        elif rows == self.batch:
+            moved = (index != torch.arange(rows, device=index.device)).nonzero().flatten()
+            start = self.shared
+            if moved.numel() and start < n:  # rows that keep their own history need no copy
                 src = index[moved]
-                self.k[:, moved, :, :n] = self.k[:, src, :, :n]
-                self.v[:, moved, :, :n] = self.v[:, src, :, :n]
+                self.k[:, moved, :, start:n] = self.k[:, src, :, start:n]
+                self.v[:, moved, :, start:n] = self.v[:, src, :, start:n]
                 if self.attention is not None:
-                    self.attention[moved, :n] = self.attention[src, :n]
-        else:  # batch size changes: reallocate at the new size
-            self.k = self.k.index_select(1, index)
-            self.v = self.v.index_select(1, index)
-            if self.attention is not None:
-                self.attention = self.attention.index_select(0, index)
+                    self.attention[moved, start:n] = self.attention[src, start:n]
+        else:  # another number of distinct rows: a new store of them
+            picked = index + self._first
+            self._k = self._picked(self._k, 1, 3, picked, n)
+            self._v = self._picked(self._v, 1, 3, picked, n)
+            if self._attention is not None:
+                self._attention = self._picked(self._attention, 0, 1, picked, n)
+            self._use(0, rows)
+
+    def _spread(self, row: int, rows: int, n: int) -> None:
+        """Serve ``rows`` copies of the store's row ``row``: copy what it holds from ``shared``
+        on into the store's first ``rows`` rows (a larger store first, if need be, filled in
+        full), which then all agree up to ``n``."""
+        if rows > self._k.shape[1]:
+            picked = torch.full((rows,), row, dtype=torch.long, device=self._k.device)
+            self._k = self._picked(self._k, 1, 3, picked, n)
+            self._v = self._picked(self._v, 1, 3, picked, n)
+            if self._attention is not None:
+                self._attention = self._picked(self._attention, 0, 1, picked, n)
+        else:
+            start = self.shared
+            others = [r for r in range(rows) if r != row]
+            if others and start < n:
+                self._k[:, others, :, start:n] = self._k[:, row : row + 1, :, start:n]
+                self._v[:, others, :, start:n] = self._v[:, row : row + 1, :, start:n]
+                if self._attention is not None:
+                    self._attention[others, start:n] = self._attention[row : row + 1, start:n]
+        if rows == self._k.shape[1]:
+            self.shared = n
+        self._use(0, rows)
+
+    @staticmethod
+    def _picked(store: Tensor, rows: int, positions: int, index: Tensor, n: int) -> Tensor:
+        """A new store of ``store``'s rows ``index`` along dimension ``rows``: positions ``:n``
+        (along dimension ``positions``) copied, the rest unset until written."""
+        shape = list(store.shape)
+        shape[rows] = index.numel()
+        out = store.new_empty(shape)
+        out.narrow(positions, 0, n).copy_(store.narrow(positions, 0, n).index_select(rows, index))
+        return out
+
+    def broadcast(self, one: SelfAttentionCache, length: int) -> None:
+        """Fill every row's first ``length`` positions from the one-row cache ``one`` (a prompt
+        run once for all rows)."""
+        assert self.length == 0 and self.batch == self._k.shape[1]
+        self.k[:, :, :, :length] = one.k[:, :, :, :length]
+        self.v[:, :, :, :length] = one.v[:, :, :, :length]
+        self.length = self.shared = length
 
     def truncate(self, length: int) -> None:
         assert 0 <= length <= self.length
         self.length = length
+        self.shared = min(self.shared, length)
 
 
 @dataclass
