@@ -118,11 +118,7 @@ class SelfAttentionCache:
                 if self.attention is not None:
                     self.attention[moved, start:n] = self.attention[src, start:n]
         else:  # another number of distinct rows: a new store of them
-            picked = index + self._first
-            self._k = self._picked(self._k, 1, 3, picked, n)
-            self._v = self._picked(self._v, 1, 3, picked, n)
-            if self._attention is not None:
-                self._attention = self._picked(self._attention, 0, 1, picked, n)
+            self._restore(index + self._first, n)
             self._use(0, rows)
 
     def _spread(self, row: int, rows: int, n: int) -> None:
@@ -130,11 +126,7 @@ class SelfAttentionCache:
         on into the store's first ``rows`` rows (a larger store first, if need be, filled in
         full), which then all agree up to ``n``."""
         if rows > self._k.shape[1]:
-            picked = torch.full((rows,), row, dtype=torch.long, device=self._k.device)
-            self._k = self._picked(self._k, 1, 3, picked, n)
-            self._v = self._picked(self._v, 1, 3, picked, n)
-            if self._attention is not None:
-                self._attention = self._picked(self._attention, 0, 1, picked, n)
+            self._restore(torch.full((rows,), row, dtype=torch.long, device=self._k.device), n)
         else:
             start = self.shared
             others = [r for r in range(rows) if r != row]
@@ -147,15 +139,20 @@ class SelfAttentionCache:
             self.shared = n
         self._use(0, rows)
 
-    @staticmethod
-    def _picked(store: Tensor, rows: int, positions: int, index: Tensor, n: int) -> Tensor:
-        """A new store of ``store``'s rows ``index`` along dimension ``rows``: positions ``:n``
-        (along dimension ``positions``) copied, the rest unset until written."""
-        shape = list(store.shape)
-        shape[rows] = index.numel()
-        out = store.new_empty(shape)
-        out.narrow(positions, 0, n).copy_(store.narrow(positions, 0, n).index_select(rows, index))
-        return out
+    def _restore(self, index: Tensor, n: int) -> None:
+        """A new store of the store's rows ``index``, their positions ``:n`` copied (the rest
+        unset until written)."""
+
+        def picked(store: Tensor, rows: int, positions: int) -> Tensor:
+            shape = list(store.shape)
+            shape[rows] = index.numel()
+            out = store.new_empty(shape)
+            out.narrow(positions, 0, n).copy_(store.narrow(positions, 0, n).index_select(rows, index))
+            return out
+
+        self._k, self._v = picked(self._k, 1, 3), picked(self._v, 1, 3)
+        if self._attention is not None:
+            self._attention = picked(self._attention, 0, 1)
 
     def broadcast(self, one: SelfAttentionCache, length: int) -> None:
         """Fill every row's first ``length`` positions from the one-row cache ``one`` (a prompt
