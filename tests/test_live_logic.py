@@ -79,6 +79,25 @@ def test_confident_words_need_no_second_round() -> None:
         AgreementCommit(confident=1.5)
 
 
+def test_a_word_spelled_anew_every_round_is_final_once_the_words_after_it_agree() -> None:
+    def items(first: str, end: float = 24.0) -> Heard:
+        return heard([hw(first, 21.5, 21.7, p=0.3), hw(" coffee,", 22.0, 22.2, p=0.6), hw(" apples", 22.5, 22.8, p=0.6),
+                      hw(" and", 22.9, 23.0, p=0.6), hw(" milk.", 23.1, 23.4, p=0.6)], end)
+
+    previous = list(items(" Agus,").words)
+    now = items(" Eggers,")
+    assert AgreementCommit(frames=20).commit(previous, now) == 0  # everything waits for "Egg"
+    # Two agreed words after it, heard before the margin: it is final, and so is what agrees.
+    assert AgreementCommit(frames=20, flanked=2).commit(previous, now) == 5
+    # Not while the words after it are too close to the end of the audio to be final.
+    assert AgreementCommit(frames=20, flanked=2).commit(previous, items(" Eggers,", 22.9)) == 0
+    # Nor where the words after it disagree too.
+    other = [*previous[:2], hw(" apple", 22.5, 22.8), *previous[3:]]
+    assert AgreementCommit(frames=20, flanked=2).commit(other, now) == 0
+    with pytest.raises(ValueError, match="flanked"):
+        AgreementCommit(flanked=0)
+
+
 def test_a_confident_word_after_one_the_round_skipped_waits_for_agreement() -> None:
     policy = AgreementCommit(frames=10, confident=0.9)
     previous = [hw(" diamonds,", 25.12, 25.44), hw(" king", 25.96, 26.08), hw(" on", 26.08, 26.28)]

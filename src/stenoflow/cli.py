@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--commit-confident", type=_probability_or_off, default=None, metavar="P",
                     help="live agreement: words at least this probable are final without a second round "
                          "(default 0.9; 'off': every word waits for a second round)")
+    st.add_argument("--commit-flanked", type=int, default=None, dest="commit_flanked", metavar="N",
+                    help="live agreement: a word rounds keep hearing differently is final once the N words "
+                         "after it agree")
     st.add_argument("--cold-margin", type=float, default=None, dest="cold_margin_s", metavar="S",
                     help="live agreement: a stream's first words wait until S seconds of audio follow them "
                          "(default 1.2; 0: only the usual margin)")
@@ -770,7 +773,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         split = stored_split(args.model, args.compute)
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "gate_close", "beam_tail", "commit",
-                                                    "align_frames", "agree_rounds", "commit_confident", "cold_margin_s",
+                                                    "align_frames", "agree_rounds", "commit_confident", "cold_margin_s", "commit_flanked",
                                                     "context_s", "prompt_chars", "window_s", "language", "speculative",
                                                     "medusa")
              if getattr(args, name) is not None}

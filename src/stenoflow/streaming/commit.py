@@ -48,17 +48,23 @@ class AgreementCommit:
     follows the skip waits for agreement. A word that starts within ``cold_s`` of the start of
     the audio the round heard, with little audio before it (a stream's first words, or the first
     words of audio heard again alone), waits until it heard ``cold_margin_s`` after it: with a
-    second of audio Whisper hears "And Mr. John" as "Mr. John", twice alike."""
+    second of audio Whisper hears "And Mr. John" as "Mr. John", twice alike. With ``flanked``, a
+    word the rounds keep spelling differently ("Agus", "Eggers", "Egas" for "Egg") is final once
+    the ``flanked`` words after it agree and were heard before the margin too: the words on both
+    sides of it are settled, so more rounds only spell it again, and everything after it waits."""
 
     name = "agreement"
 
     def __init__(self, frames: int = 0, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0,
-                 confident: float | None = None, cold_s: float = 0.0, cold_margin_s: float = 0.0) -> None:
+                 confident: float | None = None, cold_s: float = 0.0, cold_margin_s: float = 0.0,
+                 flanked: int | None = None) -> None:
         if frames < 0 or unsure_s < 0 or not 0 <= sure <= 1 or rounds < 2 or cold_s < 0 or cold_margin_s < 0:
             raise ValueError(f"need frames >= 0, rounds >= 2, unsure_s, cold_s, cold_margin_s >= 0 and "
                              f"0 <= sure <= 1, got {frames}, {rounds}, {unsure_s}, {cold_s}, {cold_margin_s}, {sure}")
         if confident is not None and not 0 < confident <= 1:
             raise ValueError(f"confident must be in (0, 1] or None, got {confident}")
+        if flanked is not None and flanked < 1:
+            raise ValueError(f"flanked must be >= 1 word or None, got {flanked}")
         self.margin = frames / FRAMES_PER_SECOND
         self.rounds = rounds
         self.sure = sure
@@ -66,25 +72,33 @@ class AgreementCommit:
         self.unsure_margin = max(self.margin, unsure_s)
         self.cold_s = cold_s
         self.cold_margin = cold_margin_s
+        self.flanked = flanked
         self._older: list[list[str]] = []  # word keys of the tails before the previous one
 
     def commit(self, previous: Sequence[HeardWord], heard: Heard) -> int:
         earlier = [*self._older, [word_key(w.word.word) for w in previous]][-(self.rounds - 1) :]
         words = heard.words
         earlier_ends = sorted(w.word.end for w in previous)
+        keys = [word_key(w.word.word) for w in words]
+
+        def agrees(i: int) -> bool:
+            return len(earlier) >= self.rounds - 1 and all(i < len(e) and e[i] == keys[i] for e in earlier)
+
         n = 0
         for i, new in enumerate(words):
-            key = word_key(new.word.word)
             p = new.word.probability  # NaN: neither sure nor confident
             margin = self.margin if p >= self.sure else self.unsure_margin
             if new.word.start - heard.offset < self.cold_s:
                 margin = max(margin, self.cold_margin)
             if new.heard_at >= heard.end - margin:
                 break
-            agreed = len(earlier) >= self.rounds - 1 and all(i < len(e) and e[i] == key for e in earlier)
+            agreed = agrees(i)
             early = (self.confident is not None and p >= self.confident and (i + 1 < len(words) or heard.ended)
                      and bisect_right(earlier_ends, new.word.start - SKIP_TOLERANCE_S) <= i)
-            if not (agreed or early):
+            flanked = (not (agreed or early) and self.flanked is not None and i + self.flanked < len(words)
+                       and all(agrees(j) and words[j].heard_at < heard.end - self.margin
+                               for j in range(i + 1, i + 1 + self.flanked)))
+            if not (agreed or early or flanked):
                 break
             n += 1
         self._older = [e[n:] for e in earlier][-(self.rounds - 2) :] if self.rounds > 2 else []
@@ -115,10 +129,11 @@ COMMIT_POLICIES = ("agreement", "alignatt")
 
 
 def commit_policy(name: str, frames: int, rounds: int = 2, sure: float = 0.0, unsure_s: float = 0.0,
-                  confident: float | None = None, cold_s: float = 0.0, cold_margin_s: float = 0.0) -> CommitPolicy:
+                  confident: float | None = None, cold_s: float = 0.0, cold_margin_s: float = 0.0,
+                  flanked: int | None = None) -> CommitPolicy:
     """A new commit policy for one stream (policies may keep state between rounds)."""
     if name == AgreementCommit.name:
-        return AgreementCommit(frames, rounds, sure, unsure_s, confident, cold_s, cold_margin_s)
+        return AgreementCommit(frames, rounds, sure, unsure_s, confident, cold_s, cold_margin_s, flanked)
     if name == AttentionCommit.name:
         return AttentionCommit(frames)
     raise ValueError(f"unknown commit policy {name!r}; known: {', '.join(COMMIT_POLICIES)}")

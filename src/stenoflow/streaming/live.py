@@ -87,7 +87,7 @@ class LiveSession:
         self.round = LiveRound(model, options)
         self.policy = commit_policy(options.commit, options.align_frames, options.agree_rounds, options.commit_sure,
                                     options.commit_unsure_s, options.commit_confident, options.cold_s,
-                                    options.cold_margin_s)
+                                    options.cold_margin_s, options.commit_flanked)
         self.pipeline = pipeline
         self.buffer = AudioBuffer()
         self.speech = SpeechTrack()  # where the audio holds speech, for hearing it again alone

@@ -131,6 +131,9 @@ class StreamOptions:
     # the model heard cold_margin_s of audio after it.
     cold_s: float = 1.5
     cold_margin_s: float = 1.2
+    # live agreement: a word the rounds disagree on is final once this many words after it agree
+    # and were heard before the margin (None: it waits for the rounds to agree on it)
+    commit_flanked: int | None = None
     context_s: float = 3.0  # live: committed speech kept in the buffer before the new words
     intake_s: float | None = None  # live: most new audio a round takes (None: all that arrived)
     # live: run the encoder stage of the next round beside this round's decoding, on two
@@ -171,6 +174,8 @@ class StreamOptions:
             raise ValueError(f"commit must be 'agreement' or 'alignatt', got {self.commit!r}")
         if self.commit_confident is not None and not 0 < self.commit_confident <= 1:
             raise ValueError(f"commit_confident must be in (0, 1] or None, got {self.commit_confident}")
+        if self.commit_flanked is not None and self.commit_flanked < 1:
+            raise ValueError(f"commit_flanked must be >= 1 word or None, got {self.commit_flanked}")
         if self.align_frames < 0 or self.context_s < 0 or self.cold_s < 0 or self.cold_margin_s < 0:
             raise ValueError("align_frames, context_s, cold_s and cold_margin_s must be >= 0")
         if self.intake_s is not None and not self.intake_s >= self.step:
