@@ -79,3 +79,19 @@ def test_stream_cli_runs_a_named_variant(jfk_path: Path, capsys: pytest.CaptureF
     assert "louder" in caplog.text
     assert main([*args, "--cold-margin", "-1"]) == 2
     assert "cold_margin_s" in caplog.text
+
+
+def test_stream_cli_turns_commit_rules_off_or_sets_them(tmp_path: Path) -> None:
+    from stenoflow.cli import build_parser, stream_options
+    from stenoflow.streaming.session import StreamOptions
+
+    def options(*flags: str) -> StreamOptions:
+        return stream_options(build_parser().parse_args(["stream", str(tmp_path / "a.wav"), "--pipeline", "off",
+                                                         *flags]))
+
+    assert options().commit_flanked == StreamOptions().commit_flanked == 2
+    assert options("--commit-flanked", "off", "--commit-confident", "off").commit_flanked is None
+    assert options("--commit-flanked", "3").commit_flanked == 3
+    assert options("--commit-confident", "off").commit_confident is None
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["stream", "x.wav", "--commit-flanked", "two"])

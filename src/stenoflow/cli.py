@@ -129,9 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--commit-confident", type=_probability_or_off, default=None, metavar="P",
                     help="live agreement: words at least this probable are final without a second round "
                          "(default 0.9; 'off': every word waits for a second round)")
-    st.add_argument("--commit-flanked", type=int, default=None, dest="commit_flanked", metavar="N",
+    st.add_argument("--commit-flanked", type=_count_or_off, default=None, dest="commit_flanked", metavar="N",
                     help="live agreement: a word rounds keep hearing differently is final once the N words "
-                         "after it agree")
+                         "after it agree (default 2; 'off': it waits for the rounds to agree on it)")
     st.add_argument("--cold-margin", type=float, default=None, dest="cold_margin_s", metavar="S",
                     help="live agreement: a stream's first words wait until S seconds of audio follow them "
                          "(default 1.2; 0: only the usual margin)")
@@ -752,6 +752,16 @@ def round_records(update: StreamUpdate, emitted_at: float) -> list[dict[str, obj
     return records
 
 
+def _count_or_off(text: str) -> int | str:
+    """A whole number, or "off"."""
+    if text == "off":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'off', got {text!r}") from None
+
+
 def _probability_or_off(text: str) -> float | str:
     """A probability in (0, 1], or "off"."""
     if text == "off":
@@ -777,8 +787,9 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
                                                     "context_s", "prompt_chars", "window_s", "language", "speculative",
                                                     "medusa")
              if getattr(args, name) is not None}
-    if given.get("commit_confident") == "off":
-        given["commit_confident"] = None
+    for name in ("commit_confident", "commit_flanked"):
+        if given.get(name) == "off":
+            given[name] = None
     options = replace(options, **given)
     if options.policy != "live":
         return options
