@@ -126,10 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--align-frames", type=int, default=None,
                     help="live: a committed word was heard this many 20 ms frames before the audio's end")
     st.add_argument("--agree-rounds", type=int, default=None, help="live agreement: rounds that must agree")
-    st.add_argument("--commit-confident", type=_probability_or_off, default=None, metavar="P",
+    st.add_argument("--commit-confident", type=_or_off(float, "a probability"), default=None, metavar="P",
                     help="live agreement: words at least this probable are final without a second round "
                          "(default 0.9; 'off': every word waits for a second round)")
-    st.add_argument("--commit-flanked", type=_count_or_off, default=None, dest="commit_flanked", metavar="N",
+    st.add_argument("--commit-flanked", type=_or_off(int, "a whole number"), default=None, dest="commit_flanked",
+                    metavar="N",
                     help="live agreement: a word rounds keep hearing differently is final once the N words "
                          "after it agree (default 2; 'off': it waits for the rounds to agree on it)")
     st.add_argument("--cold-margin", type=float, default=None, dest="cold_margin_s", metavar="S",
@@ -752,24 +753,18 @@ def round_records(update: StreamUpdate, emitted_at: float) -> list[dict[str, obj
     return records
 
 
-def _count_or_off(text: str) -> int | str:
-    """A whole number, or "off"."""
-    if text == "off":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or 'off', got {text!r}") from None
+def _or_off(parse: Callable[[str], float], what: str) -> Callable[[str], float | str]:
+    """An argparse type: the text read by ``parse`` (``what`` it must be), or "off"."""
 
+    def convert(text: str) -> float | str:
+        if text == "off":
+            return text
+        try:
+            return parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} or 'off', got {text!r}") from None
 
-def _probability_or_off(text: str) -> float | str:
-    """A probability in (0, 1], or "off"."""
-    if text == "off":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a probability or 'off', got {text!r}") from None
+    return convert
 
 
 def stream_options(args: argparse.Namespace) -> StreamOptions:
