@@ -103,20 +103,14 @@ class SelfAttentionCache:
         if n == 0:
             return
         rows = index.numel()
-        one = rows == 1 or bool((index == index[0]).all())
-        if one and rows == 1:
+        if rows == 1:
             self._use(self._first + int(index[0]), 1)
-        elif one:
+        elif bool((index == index[0]).all()):
             self._spread(self._first + int(index[0]), rows, n)
         elif rows == self.batch:
             moved = (index != torch.arange(rows, device=index.device)).nonzero().flatten()
-            start = self.shared
-            if moved.numel() and start < n:  # rows that keep their own history need no copy
-                src = index[moved]
-                self.k[:, moved, :, start:n] = self.k[:, src, :, start:n]
-                self.v[:, moved, :, start:n] = self.v[:, src, :, start:n]
-                if self.attention is not None:
-                    self.attention[moved, start:n] = self.attention[src, start:n]
+            # rows that keep their own history need no copy
+            self._copy_rows(moved + self._first, index[moved] + self._first, n)
         else:  # another number of distinct rows: a new store of them
             self._restore(index + self._first, n)
             self._use(0, rows)
@@ -128,16 +122,22 @@ class SelfAttentionCache:
         if rows > self._k.shape[1]:
             self._restore(torch.full((rows,), row, dtype=torch.long, device=self._k.device), n)
         else:
-            start = self.shared
-            others = [r for r in range(rows) if r != row]
-            if others and start < n:
-                self._k[:, others, :, start:n] = self._k[:, row : row + 1, :, start:n]
-                self._v[:, others, :, start:n] = self._v[:, row : row + 1, :, start:n]
-                if self._attention is not None:
-                    self._attention[others, start:n] = self._attention[row : row + 1, start:n]
+            others = torch.tensor([r for r in range(rows) if r != row], dtype=torch.long, device=self._k.device)
+            self._copy_rows(others, torch.full_like(others, row), n)
         if rows == self._k.shape[1]:
             self.shared = n
         self._use(0, rows)
+
+    def _copy_rows(self, to: Tensor, source: Tensor, n: int) -> None:
+        """Store rows ``to`` take the positions ``shared .. n`` of store rows ``source`` (those
+        before ``shared`` are alike in every row already)."""
+        start = self.shared
+        if not to.numel() or start >= n:
+            return
+        self._k[:, to, :, start:n] = self._k[:, source, :, start:n]
+        self._v[:, to, :, start:n] = self._v[:, source, :, start:n]
+        if self._attention is not None:
+            self._attention[to, start:n] = self._attention[source, start:n]
 
     def _restore(self, index: Tensor, n: int) -> None:
         """A new store of the store's rows ``index``, their positions ``:n`` copied (the rest
