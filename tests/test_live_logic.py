@@ -98,6 +98,22 @@ def test_a_word_spelled_anew_every_round_is_final_once_the_words_after_it_agree(
         AgreementCommit(flanked=0)
 
 
+def test_a_stretch_the_rounds_split_differently_is_final_once_the_words_after_it_agree() -> None:
+    tail = [hw(" coffee,", 22.0, 22.2, p=0.6), hw(" apples", 22.5, 22.8, p=0.6), hw(" and", 22.9, 23.0, p=0.6),
+            hw(" milk.", 23.1, 23.4, p=0.6)]
+    previous = [hw(" Egg,", 21.5, 21.6, p=0.3), hw(" us,", 21.6, 21.7, p=0.3), *tail]
+    now = heard([hw(" Eggers,", 21.5, 21.7, p=0.3), *tail], 24.0)
+    assert AgreementCommit(frames=20).commit(previous, now) == 0
+    assert AgreementCommit(frames=20, flanked=2).commit(previous, now) == 5
+    # Agreement goes on past the stretch at the shifted place: a later disagreement still stops it.
+    changed = heard([hw(" Eggers,", 21.5, 21.7, p=0.3), *tail[:3], hw(" silk.", 23.1, 23.4, p=0.6)], 24.0)
+    assert AgreementCommit(frames=20, flanked=2).commit(previous, changed) == 4
+    # The same words elsewhere in time are not where the rounds meet again ("of" in a list of cards).
+    moved = [hw(" Egg,", 21.5, 21.6, p=0.3), hw(" us,", 21.6, 21.7, p=0.3),
+             *(hw(w.word.word, w.word.start + 0.4, w.word.end + 0.4, p=0.6) for w in tail)]
+    assert AgreementCommit(frames=20, flanked=2).commit(moved, now) == 0
+
+
 def test_a_confident_word_after_one_the_round_skipped_waits_for_agreement() -> None:
     policy = AgreementCommit(frames=10, confident=0.9)
     previous = [hw(" diamonds,", 25.12, 25.44), hw(" king", 25.96, 26.08), hw(" on", 26.08, 26.28)]

@@ -131,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default 0.9; 'off': every word waits for a second round)")
     st.add_argument("--commit-flanked", type=_or_off(int, "a whole number"), default=None, dest="commit_flanked",
                     metavar="N",
-                    help="live agreement: a word rounds keep hearing differently is final once the N words "
-                         "after it agree (default 2; 'off': it waits for the rounds to agree on it)")
+                    help="live agreement: words rounds keep hearing differently (up to 3, split alike or not) "
+                         "are final once the N words after them agree (default 2; 'off': they wait for the "
+                         "rounds to agree on them)")
     st.add_argument("--cold-margin", type=float, default=None, dest="cold_margin_s", metavar="S",
                     help="live agreement: a stream's first words wait until S seconds of audio follow them "
                          "(default 1.2; 0: only the usual margin)")

@@ -25,6 +25,8 @@ from stenoflow.streaming.live_round import Heard, HeardWord
 
 FRAMES_PER_SECOND = 50
 SKIP_TOLERANCE_S = 0.1  # a previous round's word ending this far before a word's start was heard before it
+FLANK_SPAN = 3  # most words either round may spell a disputed stretch with (flanked commits)
+ANCHOR_TOLERANCE_S = 0.2  # words after such a stretch agree if they start this close in both rounds
 
 
 class CommitPolicy(Protocol):
@@ -51,7 +53,10 @@ class AgreementCommit:
     second of audio Whisper hears "And Mr. John" as "Mr. John", twice alike. With ``flanked``, a
     word the rounds keep spelling differently ("Agus", "Eggers", "Egas" for "Egg") is final once
     the ``flanked`` words after it agree and were heard before the margin too: the words on both
-    sides of it are settled, so more rounds only spell it again, and everything after it waits."""
+    sides of it are settled, so more rounds only spell it again, and everything after it waits.
+    The rounds may split such a stretch into different numbers of words ("Eggers" and "Egg, us",
+    "$31" and "31 dollars"): up to ``FLANK_SPAN`` words on either side, the words after it are
+    matched where they start at the same time in both rounds."""
 
     name = "agreement"
 
@@ -81,27 +86,49 @@ class AgreementCommit:
         earlier_ends = sorted(w.word.end for w in previous)
         keys = [word_key(w.word.word) for w in words]
 
-        def agrees(i: int) -> bool:
-            return len(earlier) >= self.rounds - 1 and all(i < len(e) and e[i] == keys[i] for e in earlier)
+        def agrees(i: int, shift: int = 0) -> bool:
+            # word i of this round against word i + shift of the earlier rounds
+            return len(earlier) >= self.rounds - 1 and all(0 <= i + shift < len(e) and e[i + shift] == keys[i]
+                                                           for e in earlier)
 
-        n = 0
-        for i, new in enumerate(words):
+        def flank(i: int, shift: int) -> tuple[int, int] | None:
+            # Where the rounds meet again after a disputed stretch from word i: the first word of
+            # this round, within FLANK_SPAN, that starts where an equal word of the previous round
+            # started. (That word, its shift) if the ``flanked`` words from it agree and were heard
+            # before the margin; otherwise the stretch is not settled.
+            if self.flanked is None:
+                return None
+            for j in range(i + 1, min(i + 1 + FLANK_SPAN, len(words))):
+                for other in range(max(i + shift + 1, 0), min(i + shift + 1 + FLANK_SPAN, len(previous))):
+                    if keys[j] == word_key(previous[other].word.word) and \
+                            abs(words[j].word.start - previous[other].word.start) <= ANCHOR_TOLERANCE_S:
+                        settled = j + self.flanked <= len(words) and all(
+                            agrees(k, other - j) and words[k].heard_at < heard.end - self.margin
+                            for k in range(j, j + self.flanked))
+                        return (j, other - j) if settled else None
+            return None
+
+        n = shift = 0
+        stretch_end = -1  # words before this index are a disputed stretch found final
+        i = 0
+        while i < len(words):
+            new = words[i]
             p = new.word.probability  # NaN: neither sure nor confident
             margin = self.margin if p >= self.sure else self.unsure_margin
             if new.word.start - heard.offset < self.cold_s:
                 margin = max(margin, self.cold_margin)
             if new.heard_at >= heard.end - margin:
                 break
-            agreed = agrees(i)
-            early = (self.confident is not None and p >= self.confident and (i + 1 < len(words) or heard.ended)
-                     and bisect_right(earlier_ends, new.word.start - SKIP_TOLERANCE_S) <= i)
-            flanked = (not (agreed or early) and self.flanked is not None and i + self.flanked < len(words)
-                       and all(agrees(j) and words[j].heard_at < heard.end - self.margin
-                               for j in range(i + 1, i + 1 + self.flanked)))
-            if not (agreed or early or flanked):
-                break
-            n += 1
-        self._older = [e[n:] for e in earlier][-(self.rounds - 2) :] if self.rounds > 2 else []
+            if i >= stretch_end and not agrees(i, shift):
+                early = (self.confident is not None and p >= self.confident and (i + 1 < len(words) or heard.ended)
+                         and bisect_right(earlier_ends, new.word.start - SKIP_TOLERANCE_S) <= i + shift)
+                if not early:
+                    found = flank(i, shift)
+                    if found is None:
+                        break
+                    stretch_end, shift = found
+            n = i = i + 1
+        self._older = [e[n + shift :] for e in earlier][-(self.rounds - 2) :] if self.rounds > 2 else []
         return n
 
 

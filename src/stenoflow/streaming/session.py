@@ -131,9 +131,10 @@ class StreamOptions:
     # the model heard cold_margin_s of audio after it.
     cold_s: float = 1.5
     cold_margin_s: float = 1.2
-    # live agreement: a word the rounds disagree on is final once this many words after it agree
-    # and were heard before the margin (None: it waits for the rounds to agree on it). The
-    # streaming benchmark found 2 as accurate as waiting, and the late words sooner.
+    # live agreement: a word the rounds disagree on (or a stretch of up to three, which the rounds
+    # may split into different numbers of words) is final once this many words after it agree and
+    # were heard before the margin (None: it waits for the rounds to agree on it). The streaming
+    # benchmark found 2 as accurate as waiting, and the late words sooner.
     commit_flanked: int | None = 2
     context_s: float = 3.0  # live: committed speech kept in the buffer before the new words
     intake_s: float | None = None  # live: most new audio a round takes (None: all that arrived)
