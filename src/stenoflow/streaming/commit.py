@@ -10,7 +10,7 @@ only looks at the start of the new hypothesis and says how many of its words to 
   audio, and something follows it (another word, or end-of-text: the word is complete). No
   second round is needed, so words are final as soon as the model has heard past them.
 
-Both commit a prefix of the hypothesis, so what they commit never depends on later words.
+Both commit a prefix of the hypothesis: a word is never final while a word before it is not.
 Pure logic on the round's words, tested without a model.
 """
 
