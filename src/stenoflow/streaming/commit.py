@@ -81,7 +81,8 @@ class AgreementCommit:
         self._older: list[list[str]] = []  # word keys of the tails before the previous one
 
     def commit(self, previous: Sequence[HeardWord], heard: Heard) -> int:
-        earlier = [*self._older, [word_key(w.word.word) for w in previous]][-(self.rounds - 1) :]
+        before = [word_key(w.word.word) for w in previous]
+        earlier = [*self._older, before][-(self.rounds - 1) :]
         words = heard.words
         earlier_ends = sorted(w.word.end for w in previous)
         keys = [word_key(w.word.word) for w in words]
@@ -100,7 +101,7 @@ class AgreementCommit:
                 return None
             for j in range(i + 1, min(i + 1 + FLANK_SPAN, len(words))):
                 for other in range(max(i + shift + 1, 0), min(i + shift + 1 + FLANK_SPAN, len(previous))):
-                    if keys[j] == word_key(previous[other].word.word) and \
+                    if keys[j] == before[other] and \
                             abs(words[j].word.start - previous[other].word.start) <= ANCHOR_TOLERANCE_S:
                         settled = j + self.flanked <= len(words) and all(
                             agrees(k, other - j) and words[k].heard_at < heard.end - self.margin
@@ -108,9 +109,8 @@ class AgreementCommit:
                         return (j, other - j) if settled else None
             return None
 
-        n = shift = 0
+        i = shift = 0  # i: the words final so far
         stretch_end = -1  # words before this index are a disputed stretch found final
-        i = 0
         while i < len(words):
             new = words[i]
             p = new.word.probability  # NaN: neither sure nor confident
@@ -127,9 +127,9 @@ class AgreementCommit:
                     if found is None:
                         break
                     stretch_end, shift = found
-            n = i = i + 1
-        self._older = [e[n + shift :] for e in earlier][-(self.rounds - 2) :] if self.rounds > 2 else []
-        return n
+            i += 1
+        self._older = [e[i + shift :] for e in earlier][-(self.rounds - 2) :] if self.rounds > 2 else []
+        return i
 
 
 class AttentionCommit:
