@@ -393,6 +393,20 @@ def test_words_from_one_laid_over_a_whole_sentence_wait_for_a_round_that_hears_t
     assert stretched_at([hw(" Turn", 22.9, 24.5), *slow[1:]], speech) == 3
 
 
+def test_a_number_in_digits_may_span_the_words_it_is_said_in() -> None:
+    # "Nine hundred and forty-seven dollars" is said over 1.9 s of speech and written "$947.":
+    # one word, not one stretched over words not heard. A spelled word over as much speech is.
+    def speech(lo: float, hi: float) -> float:
+        return max(0.0, min(hi, 10.5) - max(lo, 7.5))
+
+    rice = hw(" Rice", 10.6, 10.9)
+    assert stretched_at([hw(" $947.", 7.5, 9.4), rice], speech) == 2
+    assert stretched_at([hw(" seven.", 7.5, 9.4), rice], speech) == 0
+    # Each digit allows for the words it is said in, no more: one digit over 3 s is stretched.
+    assert stretched_at([hw(" $947.", 7.5, 10.5), rice], speech) == 2
+    assert stretched_at([hw(" 7", 7.5, 10.5), rice], speech) == 0
+
+
 def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:
     words = [hw(f" w{i:03d}", i, i + 0.5, tokens=(i,)) for i in range(200)]  # 5 characters each
     assert prompt_tokens(words, 12) == (198, 199)  # never part of a word

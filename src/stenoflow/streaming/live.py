@@ -76,6 +76,9 @@ Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts 
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
 UNSPOKEN_S = 0.5  # last words with no speech this close to them were not said: Whisper wrote them over noise
 MAX_WORD_SPEECH_S = 1.5  # a word DTW lays over more speech than this was stretched over words not heard
+# ... but a number in digits is said in several words ("$947." as "nine hundred and forty-seven
+# dollars", 1.5 s): it may span this much more speech per digit
+DIGIT_SPEECH_S = 0.6
 
 
 class LiveSession:
@@ -500,8 +503,16 @@ def stretched_at(words: Sequence[HeardWord], speech: Callable[[float, float], fl
     if none. Whisper sometimes writes the first word of a sentence it cannot make out and stops,
     and DTW lays that word over the whole sentence ("The" over 2.9 s of "Turn the volume down to
     nine"): committed, its end would put the sentence behind the committed words, lost. Words
-    from it on wait for a round that hears them."""
-    return next((i for i, w in enumerate(words) if speech(w.word.start, w.word.end) > MAX_WORD_SPEECH_S), len(words))
+    from it on wait for a round that hears them. A number in digits may span more speech (see
+    :func:`speech_allowance`)."""
+    return next((i for i, w in enumerate(words) if speech(w.word.start, w.word.end) > speech_allowance(w.word.word)),
+                len(words))
+
+
+def speech_allowance(word: str) -> float:
+    """The most speech one written word may span: ``MAX_WORD_SPEECH_S``, and ``DIGIT_SPEECH_S``
+    more for each digit of a number, which is said in several words ("1984", "$17.67")."""
+    return MAX_WORD_SPEECH_S + DIGIT_SPEECH_S * sum(ch.isdigit() for ch in word)
 
 
 def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:
