@@ -5,7 +5,8 @@ precision next to a row of large ones; activations are quantised on the fly, one
 input row, so a token with outlier activations does not flatten the others. The product runs
 in integer arithmetic (int8 x int8 -> int32) and is rescaled to float32 by the two scales.
 
-Two kernels compute it, chosen by the number of rows:
+On a CPU that sums int8 products in 32 bits (VNNI, AMX), two kernels compute it, chosen by
+the number of rows:
 
 * many rows (the encoder, a decoder pass over a prompt or a draft): the activations are
   quantised per row here and multiplied with ``torch._int_mm``;
@@ -13,12 +14,19 @@ Two kernels compute it, chosen by the number of rows:
   (its activation scale spans the whole input, which for one row is the row's own scale).
   For the output projection over the vocabulary it is several times faster than ``_int_mm``.
 
-Both dequantise exactly the same int8 weights, and the float model is untouched: a model is
-quantised by replacing its layers (``quantize_linear_layers``).
+Without such instructions (plain AVX2) ``_int_mm`` runs a reference loop some twenty times
+slower than a float32 product, and fbgemm multiplies unsigned by signed bytes into 16-bit pairs
+that saturate for 8-bit inputs: one outlier channel corrupts whole rows. There fbgemm computes
+every product with 7-bit inputs (its ``reduce_range``, which cannot saturate), each row scaled
+to the same range first, so the one scale fbgemm takes for the input is every row's own.
+
+All kernels dequantise exactly the same int8 weights, and the float model is untouched: a model
+is quantised by replacing its layers (``quantize_linear_layers``).
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 
@@ -26,7 +34,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from stenoflow.model.cpu_features import native_int8_dot
+
 FEW_ROWS = 16  # at most this many rows take the fbgemm kernel
+
+
+@functools.cache
+def _int8_dot() -> bool:
+    """The CPU's answer to :func:`native_int8_dot`, read once per process."""
+    return native_int8_dot()
 
 
 def quantize_rows(weight: Tensor) -> tuple[Tensor, Tensor]:
@@ -48,7 +64,9 @@ def _prepack(q: Tensor, scale: Tensor, bias: Tensor | None) -> object:
 class Int8Linear(nn.Module):
     """y = x W^T + b with W stored as per-row int8; x quantised per row at run time."""
 
-    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor | None, int8_dot: bool | None = None) -> None:
+        """``int8_dot``: whether the CPU sums int8 products in 32 bits (default: read from it),
+        which chooses the kernels (see the module docstring)."""
         super().__init__()
         q, scale = quantize_rows(weight.detach().float())
         self.out_features, self.in_features = q.shape
@@ -56,7 +74,9 @@ class Int8Linear(nn.Module):
         self.register_buffer("q", q)
         self.register_buffer("scale", scale)
         self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
-        self._packed = _prepack(q, scale, self.bias)
+        self.int8_dot = _int8_dot() if int8_dot is None else int8_dot
+        # Without 32-bit sums the rows are rescaled after the product, so the bias is added then.
+        self._packed = _prepack(q, scale, self.bias if self.int8_dot else None)
 
     @classmethod
     def from_linear(cls, layer: nn.Linear) -> Int8Linear:
@@ -70,7 +90,9 @@ class Int8Linear(nn.Module):
         shape = x.shape
         rows = x.numel() // shape[-1]
         flat = x.reshape(rows, shape[-1]).float()
-        if rows <= FEW_ROWS:
+        if not self.int8_dot:
+            y = self._forward_7bit(flat, rows)
+        elif rows <= FEW_ROWS:
             y = torch.ops.quantized.linear_dynamic(flat, self._packed, False)
         else:
             # In place where a temporary would be as large as x or y: on 2 cores, allocating
@@ -81,6 +103,15 @@ class Int8Linear(nn.Module):
             if self.bias is not None:
                 y.add_(self.bias)
         return y.reshape(*shape[:-1], self.out_features)
+
+    def _forward_7bit(self, flat: Tensor, rows: int) -> Tensor:
+        """fbgemm with 7-bit inputs, each row first scaled to a largest magnitude of one."""
+        if rows == 1:
+            y = torch.ops.quantized.linear_dynamic(flat, self._packed, True)
+        else:
+            top = flat.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12)
+            y = torch.ops.quantized.linear_dynamic(flat / top, self._packed, True).mul_(top)
+        return y if self.bias is None else y.add_(self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row"
