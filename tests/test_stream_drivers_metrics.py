@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -128,3 +129,18 @@ def test_gold_windows_pack_sentences_under_30s_and_monotonic_check() -> None:
     check_monotonic([GoldWord("a", 0, 1), GoldWord("b", 1, 1)])
     with pytest.raises(RuntimeError):
         check_monotonic([GoldWord("a", 0, 1), GoldWord("b", 0.5, 0.8)])
+
+
+def test_round_means_keep_the_prompt_pass_out_of_other() -> None:
+    from stenoflow.bench.stream_bench import format_table, round_means
+
+    rounds = [{"encoder_ms": 200.0, "prefill_ms": 40.0, "decoder_ms": 80.0, "alignment_ms": 10.0, "round_ms": 350.0},
+              {"encoder_ms": 100.0, "decoder_ms": 60.0, "alignment_ms": 10.0, "round_ms": 190.0}]  # no prompt pass
+    means = round_means(rounds)
+    assert means["prefill_ms"] == 40.0  # the mean over the rounds that had one
+    assert means["other_ms"] == pytest.approx((20.0 + 20.0) / 2)
+    row = {"name": "x", "wer": 0.1, "latency": asdict(LatencyStats.of([1.0, 2.0])), "rtf": 0.5,
+           "encoder_gflops_per_audio_s": 1.0, "rounds": 2, "per_round": means}
+    head, _, cells = format_table([row]).splitlines()
+    columns = dict(zip(head.strip("| ").split(" | "), cells.strip("| ").split(" | "), strict=True))
+    assert (columns["enc ms/round"], columns["prompt ms/round"], columns["other ms/round"]) == ("150", "40", "20")
