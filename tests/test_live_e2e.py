@@ -60,7 +60,7 @@ def live(**overrides: object) -> StreamOptions:
 
 def assert_nothing_lost(clip: Clip, run: StreamRun, items_at_end: int = 2) -> None:
     """Every word of ``clip`` committed once: none dropped (beyond 3 %), none committed twice, the
-    last ``items_at_end`` items all there, and nothing after them."""
+    last ``items_at_end`` items all there (one merged pair of words at most), and nothing after them."""
     ref = normalize_text(clip.text).split()
     hyp = normalize_text(run.text).split()
     ops = align_words(ref, hyp)
@@ -70,12 +70,18 @@ def assert_nothing_lost(clip: Clip, run: StreamRun, items_at_end: int = 2) -> No
     assert len(deleted) <= max(2, 0.03 * len(ref)), (deleted, run.text)
     deleted_at = [i for i, _, op in ops if op == "del"]
     assert not any(b - a == 1 for a, b in pairwise(deleted_at)), (deleted, run.text)
-    # ... nor committed twice: a run of four words is said no more often than the speaker said it.
-    for gram, count in Counter(ngrams(hyp, 4)).items():
+    # ... nor committed twice: a run of four words is said no more often than the speaker said it,
+    # a misheard word counted as the one it stands for (the same mishearing of both "of clubs,
+    # seven of" in a list is not a repeat; a repeat is words that align with none said).
+    said = [ref[i] if op == "sub" else hyp[j] for i, j, op in ops if op != "del"]
+    for gram, count in Counter(ngrams(said, 4)).items():
         assert count <= max(1, Counter(ngrams(ref, 4))[gram]), (gram, run.text)
+    # ... and the last items are all there: a mishearing may merge two of their words, as anywhere
+    # ("three of diamonds" as "3 Antiovens"), but once at most, and the last word is heard. A
+    # lost item is a run of missing words; a lost last word, the last one.
     tail = [w for s in clip.sentences[-items_at_end:] for w in normalize_text(s[2]).split()]
-    kept = {i for i, _, op in ops if op in ("equal", "sub")}
-    assert all(i in kept for i in range(len(ref) - len(tail), len(ref))), (tail, run.text)
+    tail_deleted = [i for i in deleted_at if i >= len(ref) - len(tail)]
+    assert len(tail_deleted) <= 1 and len(ref) - 1 not in tail_deleted, (tail, run.text)
     # ... and the silence after the last word adds none ("Thank you." on padding).
     assert ops[-1][2] != "ins", run.text
     starts = [w.start for w in run.words]
