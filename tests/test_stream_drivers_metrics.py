@@ -136,9 +136,12 @@ def test_round_means_keep_the_prompt_pass_out_of_other() -> None:
 
     rounds = [{"encoder_ms": 200.0, "prefill_ms": 40.0, "decoder_ms": 80.0, "alignment_ms": 10.0, "round_ms": 350.0},
               {"encoder_ms": 100.0, "decoder_ms": 60.0, "alignment_ms": 10.0, "round_ms": 190.0}]  # no prompt pass
-    means = round_means(rounds)
+    # A pipelined round's time overlaps the next round's encoding: no sum of stages gives it.
+    pipelined = {"encoder_ms": 200.0, "decoder_ms": 250.0, "alignment_ms": 10.0, "round_ms": 280.0, "pipelined": 1.0}
+    means = round_means([*rounds, pipelined])
     assert means["prefill_ms"] == 40.0  # the mean over the rounds that had one
     assert means["other_ms"] == pytest.approx((20.0 + 20.0) / 2)
+    means = round_means(rounds)
     row = {"name": "x", "wer": 0.1, "latency": asdict(LatencyStats.of([1.0, 2.0])), "rtf": 0.5,
            "encoder_gflops_per_audio_s": 1.0, "rounds": 2, "per_round": means}
     head, _, cells = format_table([row]).splitlines()

@@ -307,9 +307,12 @@ def round_means(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
     """Per-round means of the timing and decoding figures (NaN where a session reports none),
     and the share of rounds whose beam was reduced below the full width (the paper's Table 4)."""
     out = {}
-    # Other: what no stage measured (a retried hearing, committing, the session's own work).
+    # Other: what no stage measured (a retried hearing, committing, the session's own work). A
+    # pipelined round encoded the next round beside its decoding, so its time is not a sum of
+    # stages and it has no "other".
     rounds = [{**r, "other_ms": r["round_ms"] - sum(r.get(k, 0.0) for k in STAGE_KEYS)}
-              if {"round_ms", "encoder_ms", "decoder_ms", "alignment_ms"} <= r.keys() else r for r in rounds]
+              if {"round_ms", "encoder_ms", "decoder_ms", "alignment_ms"} <= r.keys() and not r.get("pipelined")
+              else r for r in rounds]
     for key in ROUND_KEYS:
         values = [r[key] for r in rounds if key in r]
         out[key] = float(np.mean(values)) if values else float("nan")
