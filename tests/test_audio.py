@@ -299,6 +299,11 @@ def test_validate_rejects_non_finite() -> None:
     audio[10] = np.inf
     with pytest.raises(ValueError, match="infinite"):
         validate_samples(audio)
+    audio[10] = 3e22  # text read as float32 PCM: finite, but its power overflows the spectrogram
+    with pytest.raises(ValueError, match="beyond any PCM scale"):
+        validate_samples(audio)
+    audio[10] = 2.0e9  # 32-bit PCM passed as float: odd (a warning), but audio
+    assert validate_samples(audio)[10] == pytest.approx(2.0e9)
 
 
 def test_validate_int16_is_scaled() -> None:

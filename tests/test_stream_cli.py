@@ -59,10 +59,17 @@ def test_stream_cli_reads_pcm_from_stdin(jfk_path: Path, tmp_path: Path, monkeyp
     assert "fellow" in capsys.readouterr().out.lower()
 
 
-def test_stream_cli_rejects_bad_sources(tmp_path: Path) -> None:
+def test_stream_cli_rejects_bad_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        caplog: pytest.LogCaptureFixture) -> None:
     empty = tmp_path / "empty.wav"
     sf.write(str(empty), np.zeros(0, dtype=np.float32), 16000)
     assert main(["stream", str(empty), "--simulate", "unaware"]) == 2  # an empty stream: a clear error
+    text = tmp_path / "notes.txt"  # text piped in where PCM belongs
+    text.write_bytes(b"this is not audio, only a line of text\n" * 400)
+    with text.open("rb") as f:
+        monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": f})())
+        assert main(["stream", "-", "--model", "tiny.en"]) == 2
+    assert "beyond any PCM scale" in caplog.text
     assert main(["stream", str(tmp_path / "missing.wav")]) == 2
     assert main(["stream"]) == 2  # no source
     with pytest.raises(SystemExit) as exit_:  # argparse names the known policies

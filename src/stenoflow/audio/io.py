@@ -30,6 +30,9 @@ N_SAMPLES = round(WINDOW_S * SAMPLE_RATE)  # one 30 s Whisper window
 _MAX_CHANNELS = 32
 # Float input whose peak is this large was almost certainly integer PCM cast to float.
 _SUSPICIOUS_PEAK = 64.0
+# ... and beyond the largest 32-bit PCM value it is not audio at all (bytes read as the wrong
+# format); such values also overflow the spectrogram's power.
+_MAX_PEAK = float(2**31)
 
 ArrayT = TypeVar("ArrayT", np.ndarray, torch.Tensor)
 AudioSource = str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO
@@ -180,7 +183,8 @@ def validate_samples(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.
     * 1-D mono, or 2-D (n_samples, n_channels) which is averaged to mono;
     * any positive `sample_rate`, resampled to 16 kHz with a polyphase filter.
 
-    NaN or infinite values raise ValueError: they would silently poison every mel frame.
+    NaN or infinite values raise ValueError: they would silently poison every mel frame; so do
+    values beyond 2**31 (no PCM scale reaches them; bytes decoded in the wrong format do).
     """
     if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer)):
         raise TypeError(f"sample_rate must be an int, got {sample_rate!r}")
@@ -193,6 +197,9 @@ def validate_samples(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.
         raise ValueError("audio samples contain NaN or infinite values")
     if array.size:
         peak = float(np.max(np.abs(array)))
+        if peak > _MAX_PEAK:
+            raise ValueError(f"audio samples reach {peak:.3g}, beyond any PCM scale (float samples belong in "
+                             "[-1, 1]): not audio, or raw PCM read in the wrong format")
         if peak > _SUSPICIOUS_PEAK:
             logger.warning(
                 "audio peak amplitude %.1f is far outside [-1, 1]; integer PCM passed as "
