@@ -275,6 +275,16 @@ def test_load_zero_frame_wav(tmp_path: Path) -> None:
         load_audio(path)
 
 
+def test_load_float_file_with_unusable_values(tmp_path: Path) -> None:
+    audio = np.zeros(16000, dtype=np.float32)
+    for value, message in ((np.nan, "NaN or infinite"), (1e25, "beyond any PCM scale")):
+        audio[100] = value
+        path = tmp_path / "float.wav"
+        sf.write(path, audio, 16000, subtype="FLOAT")
+        with pytest.raises(AudioError, match=rf"float\.wav: samples .*{message}"):
+            load_audio(path)
+
+
 def test_load_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.wav"
     with pytest.raises(FileNotFoundError, match="nope.wav"):

@@ -68,6 +68,8 @@ def load_audio(source: AudioSource) -> np.ndarray:
         raise AudioError(f"{name}: cannot be decoded as audio ({e})") from e
     if samples.size == 0:
         raise AudioError(f"{name}: contains no audio samples")
+    if (problem := _value_problem(samples)) is not None:
+        raise AudioError(f"{name}: {problem}")
     logger.debug("decoded %s: %.2f s", name, samples.size / SAMPLE_RATE)
     return samples
 
@@ -193,13 +195,10 @@ def validate_samples(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.
     array = np.asarray(samples)
     array = _to_float32(array)
     array = _to_mono(array)
-    if not np.isfinite(array).all():
-        raise ValueError("audio samples contain NaN or infinite values")
+    if (problem := _value_problem(array)) is not None:
+        raise ValueError(f"audio {problem}")
     if array.size:
         peak = float(np.max(np.abs(array)))
-        if peak > _MAX_PEAK:
-            raise ValueError(f"audio samples reach {peak:.3g}, beyond any PCM scale (float samples belong in "
-                             "[-1, 1]): not audio, or raw PCM read in the wrong format")
         if peak > _SUSPICIOUS_PEAK:
             logger.warning(
                 "audio peak amplitude %.1f is far outside [-1, 1]; integer PCM passed as "
@@ -209,6 +208,18 @@ def validate_samples(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.
     if sample_rate != SAMPLE_RATE:
         array = _resample(array, sample_rate, SAMPLE_RATE)
     return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def _value_problem(samples: np.ndarray) -> str | None:
+    """What makes float samples unusable (NaN or infinite values, or values beyond any PCM
+    scale), or None."""
+    if not np.isfinite(samples).all():
+        return "samples contain NaN or infinite values"
+    peak = float(np.max(np.abs(samples))) if samples.size else 0.0
+    if peak > _MAX_PEAK:
+        return (f"samples reach {peak:.3g}, beyond any PCM scale (float samples belong in [-1, 1]): "
+                "not audio, or raw PCM read in the wrong format")
+    return None
 
 
 def _to_float32(array: np.ndarray) -> np.ndarray:
