@@ -227,3 +227,25 @@ def test_a_hearing_alone_of_speech_is_not_silenced_by_an_unsure_no_speech_guess(
     # What it hears of the strange voice differs between CPUs (int8 kernels round differently):
     # "Turn the volume down to nine." on one, "3. 3." on another; either way it is not dropped.
     assert not heard.silent and heard.words, heard
+
+
+def test_rounds_in_a_long_pause_are_skipped_and_change_no_word(tiny: Model, jfk_audio: np.ndarray) -> None:
+    """Once a round heard the last speech with a second of silence after it and no word waits,
+    rounds whose new audio holds no speech are skipped: the words and their times are those of a
+    session that runs them all, the words after the pause included."""
+    cut = round(4.4 * SR)  # after "fellow Americans,"
+    audio = np.concatenate([jfk_audio[:cut], np.zeros(8 * SR, np.float32), jfk_audio[cut:],
+                            np.zeros(2 * SR, np.float32)])
+    audio = mixing.with_noise(audio, -60.0, np.random.default_rng(3))
+    runs = [run_stream(lambda skip=skip: tiny.stream(skip_idle=skip), audio, "unaware", chunk_s=0.1)
+            for skip in (True, False)]
+    skipping, every = runs
+    assert "country" in every.text
+    assert [(w.word, w.start, w.end) for w in skipping.words] == [(w.word, w.start, w.end) for w in every.words]
+    ends = [0.0, *(r["audio_end"] for r in skipping.rounds if "audio_end" in r)]
+    skipped = [(a, b) for (a, b), r in zip(pairwise(ends), skipping.rounds, strict=False) if r.get("skipped")]
+    assert not any(r.get("skipped") for r in every.rounds)
+    assert sum(a >= cut / SR + 0.9 and b <= cut / SR + 8 for a, b in skipped) >= 10  # most of the 8 s pause
+    quiet = [float(np.abs(audio[round(a * SR) : round(b * SR)]).max()) for a, b in skipped]
+    # Their new audio held no speech: jfk's words peak above 0.4, the room between them below 0.1.
+    assert max(quiet) < 0.1, list(zip(skipped, quiet, strict=True))

@@ -137,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--cold-margin", type=float, default=None, dest="cold_margin_s", metavar="S",
                     help="live agreement: a stream's first words wait until S seconds of audio follow them "
                          "(default 1.2; 0: only the usual margin)")
+    st.add_argument("--skip-idle", action=argparse.BooleanOptionalAction, default=None, dest="skip_idle",
+                    help="live: skip rounds whose new audio holds no speech while no word waits (default yes)")
     st.add_argument("--context", type=float, default=None, dest="context_s",
                     help="live: seconds of committed speech kept in the buffer")
     st.add_argument("--prompt-chars", type=int, default=None, metavar="N",
@@ -780,7 +782,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "gate_close", "beam_tail", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "cold_margin_s", "commit_flanked",
-                                                    "context_s", "prompt_chars", "window_s", "language", "speculative",
+                                                    "context_s", "skip_idle", "prompt_chars", "window_s", "language", "speculative",
                                                     "medusa")
              if getattr(args, name) is not None}
     for name in ("commit_confident", "commit_flanked"):

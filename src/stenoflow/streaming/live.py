@@ -63,6 +63,7 @@ SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer ke
 # word may still be arriving, is left out).
 DEAF_SPEECH_S = 0.6
 DEAF_EDGE_S = 0.5
+IDLE_SILENCE_S = 1.0  # silence after the last speech a round heard before idle rounds are skipped
 RETRY_LEAD_S = 0.05  # a retry starts this much before the end of the last committed word
 MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live in the text)
 CONTEXT_WORDS = 100  # committed words a hypothesis start is aligned with
@@ -104,6 +105,7 @@ class LiveSession:
         self._previous: Heard | None = None  # the last round's whole hearing (the next draft)
         self._dropped = 0  # committed words pruned from _committed (only their text is kept)
         self.rounds_run = 0
+        self._heard_end = 0.0  # absolute end of the audio the rounds so far took
         self._heap = HeapTrimmer()  # rounds of ever-changing shapes leave freed heap behind
 
     # --- the StreamingSession protocol -------------------------------------------------------
@@ -173,9 +175,13 @@ class LiveSession:
     def _round(self) -> tuple[list[TimedWord], dict[str, float]]:
         t0 = time.perf_counter()
         forced = self._cap()
-        encoded = self._ahead if self._ahead is not None else self._encode(self._plan())
+        planned = self._ahead.input if self._ahead is not None else self._plan()
+        if self._idle(planned):
+            return forced, self._skip(planned, forced, t0)
+        encoded = self._ahead if self._ahead is not None else self._encode(planned)
         self._ahead = None
         inp = encoded.input
+        self._heard_end = inp.end
         heard_before = max(0, inp.committed_before - self._dropped)
         draft, hold = self._draft(inp) if self.options.guide else ((), 0)
         # The next round is planned before this one's results move the buffer, whether it then
@@ -202,6 +208,28 @@ class LiveSession:
         log.debug("round %d: %.2f-%.2f s, %d committed, tail %r", self.rounds_run, inp.offset,
                   heard.end, len(committed), "".join(w.word.word for w in self._tail))
         return committed, stats
+
+    def _idle(self, planned: RoundInput) -> bool:
+        """Whether the round planned on ``planned`` has nothing to hear: no word waits for
+        confirmation, its new audio holds no speech, and a round already heard the speech after
+        the committed words (if any) with ``IDLE_SILENCE_S`` of silence after it. Until then
+        rounds go on: a short word one missed, a round with more silence after it may hear."""
+        if not self.options.skip_idle or self._tail or self.speech.seconds(self._heard_end, planned.end):
+            return False
+        last = self.speech.last_end(max(self._committed_end, planned.offset), self._heard_end)
+        return last is None or self._heard_end - last >= IDLE_SILENCE_S
+
+    def _skip(self, planned: RoundInput, forced: list[TimedWord], t0: float) -> dict[str, float]:
+        """Skip an idle round (see ``_idle``): its audio joins the buffer unheard, and the buffer
+        is cut as after a round that heard nothing. A round encoded ahead is dropped."""
+        self._ahead = None
+        self._heard_end = planned.end
+        self._cut()
+        self.rounds_run += 1
+        log.debug("round %d skipped: no speech in %.2f-%.2f s", self.rounds_run, planned.offset, planned.end)
+        return {"round": float(self.rounds_run), "buffer_start": planned.offset, "audio_end": planned.end,
+                "buffer_s": planned.duration, "committed": float(len(forced)), "skipped": 1.0,
+                "round_ms": 1000 * (time.perf_counter() - t0)}
 
     def _draft(self, inp: RoundInput) -> tuple[tuple[int, ...], int]:
         """What the round is expected to hear: the previous round's tokens from the start of this
@@ -256,7 +284,8 @@ class LiveSession:
         return fresh
 
     def _unless_deaf(self, planned: RoundInput, heard: Heard, heard_before: int) -> tuple[Heard, bool]:
-        """A round that heard no new word, or skipped speech before its first one, is decoded
+        """A round that heard no new word (where there is speech, or where the last round heard
+        words over speech), or skipped speech before its first one, is decoded
         again on the audio after the committed words alone, without prompt or draft (a prompt
         or a buffer cut mid-sentence can make Whisper hear nothing). Where the round heard
         nothing, the hearing alone wins if it heard more; where the round skipped speech, what
@@ -266,7 +295,12 @@ class LiveSession:
         start = max(self._committed_end, self.buffer.offset)
         first = heard.words[0].word.start if heard.words else planned.end
         unheard = self.speech.seconds(start, min(first, planned.end - DEAF_EDGE_S))
-        if unheard < DEAF_SPEECH_S:
+        # A word the last round heard over speech, unconfirmed, that this round no longer hears
+        # ("Volume up." then "Volume" committed and nothing after it): less speech than makes a
+        # round deaf, but no later round may hear it again.
+        vanished = not heard.words and any(w.word.end > start and self.speech.seconds(w.word.start, w.word.end)
+                                           for w in self._tail)
+        if unheard < DEAF_SPEECH_S and not vanished:
             return heard, False
         retry = self._hear_alone(planned.end, pad=False)
         if retry is not None:

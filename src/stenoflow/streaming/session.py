@@ -137,6 +137,10 @@ class StreamOptions:
     # benchmark found 2 as accurate as waiting, and the late words sooner.
     commit_flanked: int | None = 2
     context_s: float = 3.0  # live: committed speech kept in the buffer before the new words
+    # live: a round is skipped when no word waits for confirmation and its new audio holds no
+    # speech (by the voice activity model): it could only hear silence, and a machine busy with
+    # it starts the round that hears the next words late.
+    skip_idle: bool = True
     intake_s: float | None = None  # live: most new audio a round takes (None: all that arrived)
     # live: run the encoder stage of the next round beside this round's decoding, on two
     # executors with (encoder, decoder) threads; None: one after the other on all threads.

@@ -67,6 +67,13 @@ class SpeechTrack:
             return 0.0
         return float(self._flags[first - self._first : last - self._first].sum()) * CHUNK_S
 
+    def last_end(self, lo: float, hi: float) -> float | None:
+        """Absolute end of the last speech between ``lo`` and ``hi`` (None: no speech there)."""
+        first = max(self._first, int(lo / CHUNK_S))
+        last = min(self._first + self._flags.size, int(np.ceil(hi / CHUNK_S)))
+        found = np.flatnonzero(self._flags[first - self._first : last - self._first]) if last > first else []
+        return None if not len(found) else min(hi, (first + int(found[-1]) + 1) * CHUNK_S)
+
     def forget(self, before: float) -> None:
         """Drop the flags of chunks that end before absolute time ``before``."""
         drop = min(self._flags.size, int(before / CHUNK_S) - self._first)
