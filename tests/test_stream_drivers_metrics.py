@@ -138,9 +138,12 @@ def test_round_means_keep_the_prompt_pass_out_of_other() -> None:
               {"encoder_ms": 100.0, "decoder_ms": 60.0, "alignment_ms": 10.0, "round_ms": 190.0}]  # no prompt pass
     # A pipelined round's time overlaps the next round's encoding: no sum of stages gives it.
     pipelined = {"encoder_ms": 200.0, "decoder_ms": 250.0, "alignment_ms": 10.0, "round_ms": 280.0, "pipelined": 1.0}
-    means = round_means([*rounds, pipelined])
+    skipped = {"round_ms": 0.5, "skipped": 1.0}  # an idle round: counted, not averaged
+    means = round_means([*rounds, pipelined, skipped])
     assert means["prefill_ms"] == 40.0  # the mean over the rounds that had one
     assert means["other_ms"] == pytest.approx((20.0 + 20.0) / 2)
+    assert means["round_ms"] == pytest.approx((350.0 + 190.0 + 280.0) / 3)
+    assert means["skipped_rounds"] == pytest.approx(1 / 4)
     means = round_means(rounds)
     row = {"name": "x", "wer": 0.1, "latency": asdict(LatencyStats.of([1.0, 2.0])), "rtf": 0.5,
            "encoder_gflops_per_audio_s": 1.0, "rounds": 2, "per_round": means}

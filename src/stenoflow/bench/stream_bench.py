@@ -305,8 +305,13 @@ ROUND_KEYS = (*STAGE_KEYS, "round_ms", "forward_passes", "beam_width_avg", "fall
 
 def round_means(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
     """Per-round means of the timing and decoding figures (NaN where a session reports none),
-    and the share of rounds whose beam was reduced below the full width (the paper's Table 4)."""
+    the share of rounds whose beam was reduced below the full width (the paper's Table 4), and the
+    share of rounds skipped."""
     out = {}
+    # A skipped round (nothing to hear: see StreamOptions.skip_idle) ran no stage: it is counted,
+    # not averaged.
+    out["skipped_rounds"] = float(np.mean([bool(r.get("skipped")) for r in rounds])) if rounds else float("nan")
+    rounds = [r for r in rounds if not r.get("skipped")]
     # Other: what no stage measured (a retried hearing, committing, the session's own work). A
     # pipelined round encoded the next round beside its decoding, so its time is not a sum of
     # stages and it has no "other".
