@@ -68,8 +68,7 @@ def load_audio(source: AudioSource) -> np.ndarray:
         raise AudioError(f"{name}: cannot be decoded as audio ({e})") from e
     if samples.size == 0:
         raise AudioError(f"{name}: contains no audio samples")
-    if (problem := _value_problem(samples)) is not None:
-        raise AudioError(f"{name}: {problem}")
+    _checked_peak(samples, f"{name}:", AudioError)
     logger.debug("decoded %s: %.2f s", name, samples.size / SAMPLE_RATE)
     return samples
 
@@ -195,31 +194,28 @@ def validate_samples(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.
     array = np.asarray(samples)
     array = _to_float32(array)
     array = _to_mono(array)
-    if (problem := _value_problem(array)) is not None:
-        raise ValueError(f"audio {problem}")
-    if array.size:
-        peak = float(np.max(np.abs(array)))
-        if peak > _SUSPICIOUS_PEAK:
-            logger.warning(
-                "audio peak amplitude %.1f is far outside [-1, 1]; integer PCM passed as "
-                "float? Divide int16 data by 32768 or pass it as int16.",
-                peak,
-            )
+    peak = _checked_peak(array, "audio", ValueError)
+    if peak > _SUSPICIOUS_PEAK:
+        logger.warning(
+            "audio peak amplitude %.1f is far outside [-1, 1]; integer PCM passed as "
+            "float? Divide int16 data by 32768 or pass it as int16.",
+            peak,
+        )
     if sample_rate != SAMPLE_RATE:
         array = _resample(array, sample_rate, SAMPLE_RATE)
     return np.ascontiguousarray(array, dtype=np.float32)
 
 
-def _value_problem(samples: np.ndarray) -> str | None:
-    """What makes float samples unusable (NaN or infinite values, or values beyond any PCM
-    scale), or None."""
+def _checked_peak(samples: np.ndarray, what: str, error: type[ValueError]) -> float:
+    """The largest magnitude of float ``samples`` (0 if empty); ``error``, its message led by
+    ``what``, where they are unusable: NaN or infinite values, or values beyond any PCM scale."""
     if not np.isfinite(samples).all():
-        return "samples contain NaN or infinite values"
+        raise error(f"{what} samples contain NaN or infinite values")
     peak = float(np.max(np.abs(samples))) if samples.size else 0.0
     if peak > _MAX_PEAK:
-        return (f"samples reach {peak:.3g}, beyond any PCM scale (float samples belong in [-1, 1]): "
-                "not audio, or raw PCM read in the wrong format")
-    return None
+        raise error(f"{what} samples reach {peak:.3g}, beyond any PCM scale (float samples belong in "
+                    "[-1, 1]): not audio, or raw PCM read in the wrong format")
+    return peak
 
 
 def _to_float32(array: np.ndarray) -> np.ndarray:

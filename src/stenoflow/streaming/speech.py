@@ -59,20 +59,22 @@ class SpeechTrack:
         gains = np.clip(QUIET_PEAK / np.maximum(peaks, 1e-9), 1.0, MAX_GAIN)
         return (chunks * gains[:, None]).astype(np.float32)
 
-    def seconds(self, lo: float, hi: float) -> float:
-        """Seconds of speech between absolute times ``lo`` and ``hi`` (what was fed of them)."""
+    def _span(self, lo: float, hi: float) -> tuple[int, np.ndarray]:
+        """Chunk index of the first flag between absolute times ``lo`` and ``hi``, and the flags
+        from it to ``hi`` (what was fed of them)."""
         first = max(self._first, int(lo / CHUNK_S))
         last = min(self._first + self._flags.size, int(np.ceil(hi / CHUNK_S)))
-        if last <= first:
-            return 0.0
-        return float(self._flags[first - self._first : last - self._first].sum()) * CHUNK_S
+        return first, self._flags[first - self._first : max(first, last) - self._first]
+
+    def seconds(self, lo: float, hi: float) -> float:
+        """Seconds of speech between absolute times ``lo`` and ``hi`` (what was fed of them)."""
+        return float(self._span(lo, hi)[1].sum()) * CHUNK_S
 
     def last_end(self, lo: float, hi: float) -> float | None:
         """Absolute end of the last speech between ``lo`` and ``hi`` (None: no speech there)."""
-        first = max(self._first, int(lo / CHUNK_S))
-        last = min(self._first + self._flags.size, int(np.ceil(hi / CHUNK_S)))
-        found = np.flatnonzero(self._flags[first - self._first : last - self._first]) if last > first else []
-        return None if not len(found) else min(hi, (first + int(found[-1]) + 1) * CHUNK_S)
+        first, flags = self._span(lo, hi)
+        found = np.flatnonzero(flags)
+        return None if not found.size else min(hi, (first + int(found[-1]) + 1) * CHUNK_S)
 
     def forget(self, before: float) -> None:
         """Drop the flags of chunks that end before absolute time ``before``."""
