@@ -13,7 +13,8 @@ Nothing heard is lost:
 
 * a round that hears nothing new, or that jumps over speech, while the audio after the committed
   words holds speech (by a voice activity model, :mod:`.speech`: a breath is sound, not
-  speech), is decoded again on that audio alone, without prompt or draft;
+  speech; the speech the last committed word's tokens attended to was heard), is decoded again
+  on that audio alone, without prompt or draft;
 * when the buffer must lose audio whose words are not final (rounds too slow to confirm them),
   those words are committed as last heard;
 * ``finish()`` decodes the audio after the committed words once more, up to its last sound,
@@ -293,8 +294,9 @@ class LiveSession:
         alone, Whisper is a worse judge of the words the round heard in context ("Turn right at
         the next corner" heard alone as "to the next corner")."""
         start = max(self._committed_end, self.buffer.offset)
+        covered = max(start, self._heard_through())
         first = heard.words[0].word.start if heard.words else planned.end
-        unheard = self.speech.seconds(start, min(first, planned.end - DEAF_EDGE_S))
+        unheard = self.speech.seconds(covered, min(first, planned.end - DEAF_EDGE_S))
         # A word the last round heard over speech, unconfirmed, that this round no longer hears
         # ("Volume up." then "Volume" committed and nothing after it): less speech than makes a
         # round deaf, but no later round may hear it again.
@@ -310,18 +312,30 @@ class LiveSession:
         if heard.words:
             retry_first = retry.words[0].word.start
             skipped = tuple(w for w in retry.words if w.word.end <= first + TIME_TOLERANCE_S)
-            if not skipped or self.speech.seconds(start, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
+            if not skipped or self.speech.seconds(covered, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
                 return heard, True
             retry = replace(retry, words=(*skipped, *heard.words))
         log.debug("round heard %s; alone, the audio after %.2f s gives %r", "nothing" if not heard.words else
                   f"from {first:.2f} s only", start, "".join(w.word.word for w in retry.words))
         return replace(retry, stats={**heard.stats, **{f"retry_{k}": v for k, v in retry.stats.items()}}), True
 
+    def _heard_through(self) -> float:
+        """Where the audio the committed words were heard in ends: the latest audio position the
+        last committed word's tokens attended to. DTW may end a word before the speech it
+        stands for: Whisper writes "sixty seven cents" as ".67.", whose end DTW puts before
+        "cents", though its tokens were read off it. Heard alone, that speech becomes words
+        of its own ("in sense"). The commit policies commit only words whose tokens attended to
+        audio well before the end of what their round heard, so this never reaches audio that no
+        round heard in full."""
+        return self._committed[-1].heard_at if self._committed else 0.0
+
     def _hear_alone(self, end: float, pad: bool) -> Heard | None:
         """The audio from the last committed word to ``end`` decoded with no prompt or
         draft; None if there is too little of it. Where the voice activity model hears as much
         speech in it as makes a round deaf, Whisper's own unsure no-speech guess does not
-        silence it: a hearing alone is how a stream's last command is not lost."""
+        silence it: a hearing alone is how a stream's last command is not lost. Words it puts
+        in the audio the last committed word was heard in (see ``_heard_through``) are that
+        word's speech written again, not new."""
         first = round(max(self._committed_end - RETRY_LEAD_S - self.buffer.offset, 0.0) * SAMPLE_RATE)
         last = round((end - self.buffer.offset) * SAMPLE_RATE)
         samples = self.buffer.samples[first:last]
@@ -331,7 +345,11 @@ class LiveSession:
         inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= DEAF_SPEECH_S)
         heard = self._decode(self._encode(inp, pad), ())
         words = drop_clipped_repeat(list(heard.words), self._committed[-1:], sound=self.buffer.sound_after_pause)
-        return replace(heard, words=tuple(words))
+        through = self._heard_through() - TIME_TOLERANCE_S
+        k = next((i for i, w in enumerate(words) if (w.word.start + w.word.end) / 2 >= through), len(words))
+        if k:
+            log.debug("dropped %r: heard as part of the last committed word", "".join(w.word.word for w in words[:k]))
+        return replace(heard, words=tuple(words[k:]))
 
     def _final_round(self) -> tuple[list[TimedWord], dict[str, float]]:
         forced = self._cap()
