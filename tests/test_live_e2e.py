@@ -58,6 +58,15 @@ def live(**overrides: object) -> StreamOptions:
                             **overrides})
 
 
+def spoken(items: list[tuple[float, str]], tail: float, first_voice: int = 0) -> np.ndarray:
+    """A stream of ``items`` (seconds of silence, then a text said at -20 dBFS), each in the next
+    of the default voices from ``first_voice`` on, and ``tail`` seconds of silence after them."""
+    voices = resolve_voices(None)
+    parts = [piece for k, (pause, text) in enumerate(items)
+             for piece in (mixing.silence(pause), speech(text, voices[(first_voice + k) % len(voices)], 1.0, -20.0))]
+    return np.concatenate([*parts, mixing.silence(tail)]).astype(np.float32)
+
+
 def assert_nothing_lost(clip: Clip, run: StreamRun, items_at_end: int = 2) -> None:
     """Every word of ``clip`` committed once: none dropped (beyond 3 %), none committed twice, the
     last ``items_at_end`` items all there (one merged pair of words at most), and nothing after them."""
@@ -172,10 +181,7 @@ def test_words_alone_between_silences_are_committed_once(base_default: Model, st
     committed word, heard again alone, as a word ("forward ... were 10 meters"): neither is
     committed, while a word the speaker says again after a pause is."""
     items, tail = LONE_WORDS[stream]
-    voices = resolve_voices(None)
-    parts = [piece for k, (pause, text) in enumerate(items)
-             for piece in (mixing.silence(pause), speech(text, voices[k % len(voices)], 1.0, -20.0))]
-    audio = np.concatenate([*parts, mixing.silence(tail)]).astype(np.float32)
+    audio = spoken(items, tail)
     run = run_stream(lambda: base_default.stream(), audio, mode, chunk_s=0.1)
     hyp = [same_number(w) for w in normalize_text(run.text).split()]
     ref = normalize_text(" ".join(text for _, text in items)).split()
@@ -196,14 +202,10 @@ def test_speech_a_committed_number_was_read_off_is_not_heard_again(base_default:
     the speech after it looked unheard: heard again alone, it was committed once more ("$17.67.
     in sense", "$94.74. cents."), 16 words too many over these three streams. The speech a
     committed word's tokens attended to is heard."""
-    voices = resolve_voices(None)
     ref = normalize_text(" ".join(text for _, text in PRICES)).split()
     inserted: list[str] = []
     for first in (0, 2, 3):
-        parts = [piece for k, (pause, text) in enumerate(PRICES)
-                 for piece in (mixing.silence(pause), speech(text, voices[(first + k) % len(voices)], 1.0, -20.0))]
-        audio = np.concatenate([*parts, mixing.silence(0.5)]).astype(np.float32)
-        run = run_stream(lambda: base_default.stream(), audio, "unaware", chunk_s=0.1)
+        run = run_stream(lambda: base_default.stream(), spoken(PRICES, 0.5, first), "unaware", chunk_s=0.1)
         hyp = normalize_text(run.text).split()
         assert hyp[-3:] == ref[-3:], run.text
         inserted += [hyp[j] for _, j, op in align_words(ref, hyp) if op == "ins"]

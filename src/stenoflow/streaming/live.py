@@ -345,8 +345,8 @@ class LiveSession:
         inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= DEAF_SPEECH_S)
         heard = self._decode(self._encode(inp, pad), ())
         words = drop_clipped_repeat(list(heard.words), self._committed[-1:], sound=self.buffer.sound_after_pause)
-        through = self._heard_through() - TIME_TOLERANCE_S
-        k = next((i for i, w in enumerate(words) if (w.word.start + w.word.end) / 2 >= through), len(words))
+        through = self._heard_through()
+        k = next((i for i, w in enumerate(words) if mostly_after(w, through)), len(words))
         if k:
             log.debug("dropped %r: heard as part of the last committed word", "".join(w.word.word for w in words[:k]))
         return replace(heard, words=tuple(words[k:]))
@@ -531,9 +531,14 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     # times of words at the end of a buffer, so a start alone may fall a little early), and it
     # does not start deep inside them: that is a committed word whose end DTW stretched over
     # audio the decoder did not hear ("day." over 71.6-77.8 s, after it stopped at "in a day.").
-    fresh = [w for w in words if (w.word.start + w.word.end) / 2 >= committed_end - TIME_TOLERANCE_S
-             and w.word.start >= committed_end - MISPLACED_S]
+    fresh = [w for w in words if mostly_after(w, committed_end) and w.word.start >= committed_end - MISPLACED_S]
     return drop_clipped_repeat(fresh, committed[-1:], sound=sound)
+
+
+def mostly_after(word: HeardWord, time: float) -> bool:
+    """Whether most of ``word`` lies after absolute ``time`` (within ``TIME_TOLERANCE_S``): DTW
+    squeezes the times of words at the end of a buffer, so a start alone may fall a little early."""
+    return (word.word.start + word.word.end) / 2 >= time - TIME_TOLERANCE_S
 
 
 def spoken_length(words: Sequence[HeardWord], speech: Callable[[float, float], float], end: float) -> int:
