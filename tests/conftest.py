@@ -27,6 +27,15 @@ def base() -> Model:
 
 
 @pytest.fixture(scope="session")
+def base_default() -> Model:
+    """base in the precision a model command (``stenoflow stream``) loads on this CPU."""
+    from stenoflow.api import load_model
+    from stenoflow.streaming.variants import cpu_compute
+
+    return load_model("base", compute=cpu_compute())
+
+
+@pytest.fixture(scope="session")
 def jfk_path() -> Path:
     from stenoflow.bench.datasets import jfk
 

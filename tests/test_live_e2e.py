@@ -42,12 +42,6 @@ def recorded() -> Clip:
 
 
 @pytest.fixture(scope="module")
-def base_default() -> Model:
-    """base in the precision ``stenoflow stream`` loads on the CPU."""
-    return load_model("base", compute=cpu_compute())
-
-
-@pytest.fixture(scope="module")
 def short_items() -> Clip:
     """About 40 s of short items with pauses and voice changes, ending in a card list and a command."""
     return varied_stream("test-varied", minutes=0.6, seed=7)
