@@ -110,13 +110,13 @@ def opening(clip: Clip, seconds: float) -> tuple[np.ndarray, str]:
 
 
 def test_base_streaming_wer_is_close_to_offline(base_default: Model) -> None:
-    base = base_default  # the precision a model command loads, streamed and offline alike
+    # base in the precision a model command loads, streamed and offline alike.
     # Two minutes (~320 words): over one minute a single word moves the WER by 0.6 points.
     audio, reference = opening(streams(1, 5.0)[0], 120.0)
-    segments, _ = base.transcribe(audio, beam_size=5, language="en")
+    segments, _ = base_default.transcribe(audio, beam_size=5, language="en")
     offline_wer = wer(reference, "".join(s.text for s in segments)).wer
     # step 2 s keeps the test short on two cores; the benchmark covers the smaller steps.
-    run = run_stream(lambda: base.stream(WHISPER_S, step=2.0), audio, "unaware", chunk_s=0.5)
+    run = run_stream(lambda: base_default.stream(WHISPER_S, step=2.0), audio, "unaware", chunk_s=0.5)
     streamed_wer = wer(reference, run.text).wer
     assert streamed_wer <= offline_wer + 0.03, (streamed_wer, offline_wer, run.text)
     starts = [w.start for w in run.words]

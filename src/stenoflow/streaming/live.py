@@ -527,9 +527,8 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
             while not heard_last and cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
                 cut += 1
             return list(words[cut:])
-    # By time: a word is new when most of it lies after the committed words (DTW squeezes the
-    # times of words at the end of a buffer, so a start alone may fall a little early), and it
-    # does not start deep inside them: that is a committed word whose end DTW stretched over
+    # By time: a word is new when most of it lies after the committed words, and it does not
+    # start deep inside them: that is a committed word whose end DTW stretched over
     # audio the decoder did not hear ("day." over 71.6-77.8 s, after it stopped at "in a day.").
     fresh = [w for w in words if mostly_after(w, committed_end) and w.word.start >= committed_end - MISPLACED_S]
     return drop_clipped_repeat(fresh, committed[-1:], sound=sound)
