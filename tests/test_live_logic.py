@@ -16,6 +16,7 @@ from stenoflow.streaming.live import (
     prompt_tokens,
     spoken_length,
     stretched_at,
+    unclipped,
 )
 from stenoflow.streaming.live_round import Heard, HeardWord, unheard_run
 from stenoflow.streaming.session import StreamOptions
@@ -405,6 +406,29 @@ def test_a_number_in_digits_may_span_the_words_it_is_said_in() -> None:
     # Each digit allows for the words it is said in, no more: one digit over 3 s is stretched.
     assert stretched_at([hw(" $947.", 7.5, 10.5), rice], speech) == 2
     assert stretched_at([hw(" 7", 7.5, 10.5), rice], speech) == 0
+
+
+def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> None:
+    # Committed "... for" (ending at 1.38 s, early); the last round heard "25 minutes." after it.
+    tail = [hw(" 25", 1.38, 1.88), hw(" minutes.", 1.91, 2.35)]
+    def no_sound(_: float) -> float:
+        return 0.0
+
+    # Alone, the rest of "for" merged into the number: the last round's "25" stands.
+    merged = [hw(" 425", 1.38, 1.91), hw(" minutes.", 1.91, 2.35)]
+    assert [w.word.word for w in unclipped(merged, tail, no_sound)] == [" 25", " minutes."]
+    # ... or became a word of its own: dropped where there is no sound for it.
+    apart = [hw(" four", 1.33, 1.4), hw(" 25", 1.4, 1.88), hw(" minutes.", 1.91, 2.35)]
+    assert [w.word.word for w in unclipped(apart, tail, no_sound)] == [" 25", " minutes."]
+    # A word the last round was deaf to, over sound, stands.
+    assert unclipped(apart, tail, lambda t: 0.5) == apart
+    # A final hearing that starts as the last round's, or shares no word with it, is left as it is.
+    assert unclipped(tail[:1] + [hw(" minute.", 1.91, 2.3)], tail, no_sound) == tail[:1] + [hw(" minute.", 1.91, 2.3)]
+    other = [hw(" twenty", 1.4, 1.6)]
+    assert unclipped(other, tail, no_sound) == other
+    # The last round's words stand only where they start before the word both heard alike.
+    early = [hw(" 4", 1.2, 1.3), hw(" minutes.", 1.3, 2.35)]
+    assert unclipped(early, tail, no_sound) == early
 
 
 def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:

@@ -368,13 +368,16 @@ class LiveSession:
             # Word times at a buffer's end run early, so the audio after the last committed
             # word may still hold it: what re-transcribes committed words is not new.
             words = self._fresh(words, self._in_buffer, heard.end, final=True)
+        log.debug("final hearing: %r %s; the last round left %r %s unconfirmed", "".join(w.word.word for w in words),
+                  [round(w.word.probability, 2) for w in words],
+                  "".join(w.word.word for w in self._tail), [round(w.word.probability, 2) for w in self._tail])
         if self._tail and not {word_key(w.word.word) for w in words} & {word_key(w.word.word) for w in self._tail}:
             # Alone, a second of audio can make Whisper write anything ("country" as "I'm
             # afraid."): a final hearing that shares no word with what the last round heard in
             # context does not replace it.
             words = self._tail
         elif self._tail and words is not self._tail:
-            words = self._unclipped(words, start)
+            words = unclipped(words, self._tail, lambda t: self.buffer.sound_seconds(start, t))
         # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
         committed = forced + self._record(self._unechoed(list(words), end))
         self._tail = []
@@ -382,20 +385,6 @@ class LiveSession:
         stats.update({"final": 1.0, "committed": float(len(committed)),
                       "round_ms": 1000 * (time.perf_counter() - t0)})
         return committed, stats
-
-    def _unclipped(self, heard: list[HeardWord], start: float) -> list[HeardWord]:
-        """The final hearing ``heard`` without words it puts before the last round's first
-        unconfirmed word where that round, in context, heard none and there is too little sound
-        (from ``start``, the committed end) for one: heard alone from the end of the last
-        committed word, whose time runs early, the rest of that word becomes a word of its own
-        ("forward" ... "were 10 meters")."""
-        first = word_key(self._tail[0].word.word)
-        i = next((j for j, w in enumerate(heard) if word_key(w.word.word) == first), 0)
-        if i and self.buffer.sound_seconds(start, self._tail[0].word.start) < ECHO_SOUND_S:
-            log.debug("dropped %r: the end of the last committed word, heard alone",
-                      "".join(w.word.word for w in heard[:i]))
-            return heard[i:]
-        return heard
 
     # --- where stages run ---------------------------------------------------------------------------
     def _encode(self, inp: RoundInput, pad: bool = False) -> Encoded:
@@ -582,6 +571,31 @@ def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> i
         if keys[:k] == ends[len(ends) - k:]:
             return k
     return 1 if ends and all(key == ends[-1] for key in keys) else 0
+
+
+def unclipped(heard: list[HeardWord], tail: Sequence[HeardWord], sound_to: Callable[[float], float]) -> list[HeardWord]:
+    """A stream's final hearing ``heard`` with its start as the last round heard it in context
+    (``tail``, the words it left unconfirmed). Heard alone from the end of the last committed
+    word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
+    "were 10 meters") or merges into the next one ("for" and "25" as "425"). Where both put
+    words of their own before the first word both heard alike, the last round's stand; where
+    only the final hearing does, they stand if ``sound_to`` (seconds of sound from the committed
+    end to a time) finds a word's worth before the last round's first word: the last round, in
+    context, may have been deaf to them."""
+    keys = [word_key(w.word.word) for w in tail]
+    i = next((k for k, w in enumerate(heard) if word_key(w.word.word) in keys), None)
+    if not i:  # none heard alike, or nothing before the first word heard alike
+        return heard
+    j = keys.index(word_key(heard[i].word.word))
+    if j and tail[j - 1].word.start <= heard[i].word.start:
+        log.debug("heard alone %r where the last round heard %r: kept the last round's",
+                  "".join(w.word.word for w in heard[:i]), "".join(w.word.word for w in tail[:j]))
+        return [*tail[:j], *heard[i:]]
+    if not j and sound_to(tail[0].word.start) < ECHO_SOUND_S:
+        log.debug("dropped %r: the end of the last committed word, heard alone",
+                  "".join(w.word.word for w in heard[:i]))
+        return heard[i:]
+    return heard
 
 
 def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4,
