@@ -177,22 +177,31 @@ def test_sampling_with_a_draft_is_refused(tiny: Model, tiny_int8: Model, jfk_aud
             window(tiny, jfk_audio), draft=DraftWindow(pair, window(tiny_int8, jfk_audio)))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("adaptive", [False, True], ids=["fixed", "adaptive"])
-def test_long_form_transcription_with_a_draft_equals_greedy(base: Model, tiny_int8: Model, adaptive: bool) -> None:
-    """A synthesized two-minute file (several voices, pauses, noise): every window's tokens."""
+LONG_FORM_OPTIONS = {"beam_size": 1, "temperature": 0.0, "language": "en"}
+
+
+@pytest.fixture(scope="module")
+def long_form_greedy(base: Model) -> tuple[str, list, dict]:
+    """A synthesized two-minute file (several voices, pauses, noise) and base's greedy transcription of it."""
     from stenoflow.bench.datasets import long_form
 
-    path = long_form(minutes=2.0).audio_path
-    options = {"beam_size": 1, "temperature": 0.0, "language": "en"}
-    plain, plain_info = base.transcribe(path, **options)
-    plain_segments = list(plain)
-    fast, fast_info = base.transcribe(path, draft=tiny_int8, adaptive_lookahead=adaptive, **options)
+    path = str(long_form(minutes=2.0).audio_path)
+    segments, info = base.transcribe(path, **LONG_FORM_OPTIONS)
+    return path, list(segments), info.stats
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adaptive", [False, True], ids=["fixed", "adaptive"])
+def test_long_form_transcription_with_a_draft_equals_greedy(base: Model, tiny_int8: Model, adaptive: bool,
+                                                             long_form_greedy: tuple[str, list, dict]) -> None:
+    """Every window's tokens, drafted by tiny.en, are greedy's."""
+    path, plain_segments, plain_stats = long_form_greedy
+    fast, fast_info = base.transcribe(path, draft=tiny_int8, adaptive_lookahead=adaptive, **LONG_FORM_OPTIONS)
     fast_segments = list(fast)
     assert [s.tokens for s in fast_segments] == [s.tokens for s in plain_segments]
     assert len(plain_segments) >= 10
     assert fast_info.draft is not None and fast_info.draft["name"] == "tiny.en"
-    assert fast_info.stats["forward_passes"] < plain_info.stats["forward_passes"] / 2
+    assert fast_info.stats["forward_passes"] < plain_stats["forward_passes"] / 2
 
 
 def test_a_model_draft_restarts_at_its_prompt(base: Model, tiny_int8: Model, jfk_audio: np.ndarray) -> None:
