@@ -11,12 +11,12 @@ from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_
 from stenoflow.streaming.events import TimedWord
 from stenoflow.streaming.live import (
     echo_length,
+    final_words,
     is_variant,
     new_words,
     prompt_tokens,
     spoken_length,
     stretched_at,
-    unclipped,
 )
 from stenoflow.streaming.live_round import Heard, HeardWord, unheard_run
 from stenoflow.streaming.session import StreamOptions
@@ -416,19 +416,19 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
 
     # Alone, the rest of "for" merged into the number: the last round's "25" stands.
     merged = [hw(" 425", 1.38, 1.91), hw(" minutes.", 1.91, 2.35)]
-    assert [w.word.word for w in unclipped(merged, tail, no_sound)] == [" 25", " minutes."]
+    assert [w.word.word for w in final_words(merged, tail, no_sound)] == [" 25", " minutes."]
     # ... or became a word of its own: dropped where there is no sound for it.
     apart = [hw(" four", 1.33, 1.4), hw(" 25", 1.4, 1.88), hw(" minutes.", 1.91, 2.35)]
-    assert [w.word.word for w in unclipped(apart, tail, no_sound)] == [" 25", " minutes."]
+    assert [w.word.word for w in final_words(apart, tail, no_sound)] == [" 25", " minutes."]
     # A word the last round was deaf to, over sound, stands.
-    assert unclipped(apart, tail, lambda t: 0.5) == apart
-    # A final hearing that starts as the last round's, or shares no word with it, is left as it is.
-    assert unclipped(tail[:1] + [hw(" minute.", 1.91, 2.3)], tail, no_sound) == tail[:1] + [hw(" minute.", 1.91, 2.3)]
-    other = [hw(" twenty", 1.4, 1.6)]
-    assert unclipped(other, tail, no_sound) == other
+    assert final_words(apart, tail, lambda t: 0.5) == apart
+    # A final hearing that starts as the last round's is left as it is ...
+    assert final_words(tail[:1] + [hw(" minute.", 1.91, 2.3)], tail, no_sound) == tail[:1] + [hw(" minute.", 1.91, 2.3)]
+    # ... and one that shares no word with it does not replace it.
+    assert final_words([hw(" twenty", 1.4, 1.6)], tail, no_sound) == tail
     # The last round's words stand only where they start before the word both heard alike.
     early = [hw(" 4", 1.2, 1.3), hw(" minutes.", 1.3, 2.35)]
-    assert unclipped(early, tail, no_sound) == early
+    assert final_words(early, tail, no_sound) == early
 
 
 def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:

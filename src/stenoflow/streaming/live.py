@@ -371,13 +371,8 @@ class LiveSession:
         log.debug("final hearing: %r %s; the last round left %r %s unconfirmed", "".join(w.word.word for w in words),
                   [round(w.word.probability, 2) for w in words],
                   "".join(w.word.word for w in self._tail), [round(w.word.probability, 2) for w in self._tail])
-        if self._tail and not {word_key(w.word.word) for w in words} & {word_key(w.word.word) for w in self._tail}:
-            # Alone, a second of audio can make Whisper write anything ("country" as "I'm
-            # afraid."): a final hearing that shares no word with what the last round heard in
-            # context does not replace it.
-            words = self._tail
-        elif self._tail and words is not self._tail:
-            words = unclipped(words, self._tail, lambda t: self.buffer.sound_seconds(start, t))
+        if self._tail and words is not self._tail:
+            words = final_words(words, self._tail, lambda t: self.buffer.sound_seconds(start, t))
         # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
         committed = forced + self._record(self._unechoed(list(words), end))
         self._tail = []
@@ -573,9 +568,13 @@ def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> i
     return 1 if ends and all(key == ends[-1] for key in keys) else 0
 
 
-def unclipped(heard: list[HeardWord], tail: Sequence[HeardWord], sound_to: Callable[[float], float]) -> list[HeardWord]:
-    """A stream's final hearing ``heard`` with its start as the last round heard it in context
-    (``tail``, the words it left unconfirmed). Heard alone from the end of the last committed
+def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callable[[float], float]) -> list[HeardWord]:
+    """What a stream's final hearing ``heard`` commits in place of ``tail``, the words the last
+    round, in context, left unconfirmed.
+
+    Alone, a second of audio can make Whisper write anything ("country" as "I'm afraid."): a
+    final hearing that shares no word with ``tail`` does not replace it. One that does is taken
+    with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
     "were 10 meters") or merges into the next one ("for" and "25" as "425"). Where both put
     words of their own before the first word both heard alike, the last round's stand; where
@@ -584,14 +583,14 @@ def unclipped(heard: list[HeardWord], tail: Sequence[HeardWord], sound_to: Calla
     context, may have been deaf to them."""
     keys = [word_key(w.word.word) for w in tail]
     i = next((k for k, w in enumerate(heard) if word_key(w.word.word) in keys), None)
-    if not i:  # none heard alike, or nothing before the first word heard alike
-        return heard
+    if i is None:
+        return tail
     j = keys.index(word_key(heard[i].word.word))
-    if j and tail[j - 1].word.start <= heard[i].word.start:
+    if i and j and tail[j - 1].word.start <= heard[i].word.start:
         log.debug("heard alone %r where the last round heard %r: kept the last round's",
                   "".join(w.word.word for w in heard[:i]), "".join(w.word.word for w in tail[:j]))
         return [*tail[:j], *heard[i:]]
-    if not j and sound_to(tail[0].word.start) < ECHO_SOUND_S:
+    if i and not j and sound_to(tail[0].word.start) < ECHO_SOUND_S:
         log.debug("dropped %r: the end of the last committed word, heard alone",
                   "".join(w.word.word for w in heard[:i]))
         return heard[i:]
