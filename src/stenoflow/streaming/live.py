@@ -217,7 +217,12 @@ class LiveSession:
         rounds go on: a short word one missed, a round with more silence after it may hear."""
         if not self.options.skip_idle or self._tail or self.speech.seconds(self._heard_end, planned.end):
             return False
-        last = self.speech.last_end(max(self._committed_end, planned.offset), self._heard_end)
+        return self._heard_in_silence(max(self._committed_end, planned.offset))
+
+    def _heard_in_silence(self, lo: float) -> bool:
+        """Whether the speech after absolute time ``lo`` in the audio the rounds heard, if any,
+        was heard by a round with ``IDLE_SILENCE_S`` of silence after it."""
+        last = self.speech.last_end(lo, self._heard_end)
         return last is None or self._heard_end - last >= IDLE_SILENCE_S
 
     def _skip(self, planned: RoundInput, forced: list[TimedWord], t0: float) -> dict[str, float]:
@@ -397,7 +402,8 @@ class LiveSession:
         """Cut the buffer where the words before the cut are final: at the latest committed
         sentence end that leaves ``context_s`` of committed speech in the buffer, or, once the
         buffer is longer than ``buffer_trim_s``, at the latest such word boundary. In silence,
-        keep only the last second before the next sound."""
+        keep only the last second before the next sound (sound a round heard with a second of
+        silence after it is not the next sound)."""
         o = self.options
         inside = self._committed[self._in_buffer :]
         keep_from = self._committed_end - o.context_s
@@ -416,7 +422,15 @@ class LiveSession:
             cut, first_kept = self.buffer.quietest(lo, hi), self._in_buffer + j
         if not self._tail:
             quiet_to = self.buffer.end - SILENCE_KEEP_S
-            onset = self.buffer.first_sound(max(self._committed_end, self.buffer.offset), quiet_to + ONSET_LEAD_S)
+            # Sound after the committed words that a round heard, with a second of silence after
+            # it, and found no word in (the rest of the last committed word, whose time runs
+            # early; a breath) is not kept: with it, the buffer would keep all the silence after
+            # it too, and the round that hears the next words would hear them after seconds of
+            # silence, where Whisper misses them, and that sound heard again alone as a word.
+            since = max(self._committed_end, self.buffer.offset)
+            if self._heard_in_silence(since):
+                since = max(since, self._heard_end - IDLE_SILENCE_S)
+            onset = self.buffer.first_sound(since, quiet_to + ONSET_LEAD_S)
             if onset is not None:
                 quiet_to = onset - ONSET_LEAD_S
             if quiet_to > max(self._committed_end + o.context_s, cut or self.buffer.offset):
