@@ -180,3 +180,18 @@ def test_clip_names_with_dots_keep_their_own_files() -> None:
     first, second = clip_paths(Path("d/varied-1.5min-0")), clip_paths(Path("d/varied-1.5min-1"))
     assert first == (Path("d/varied-1.5min-0.wav"), Path("d/varied-1.5min-0.json"))
     assert set(first).isdisjoint(second)
+
+
+@needs_synth
+@needs_fortunes
+def test_sparse_streams_space_their_items_by_long_pauses(cache: Path) -> None:
+    from stenoflow.bench.varied import SPARSE_PAUSE_S, sparse_streams
+
+    (clip,) = sparse_streams(1, minutes=0.75)
+    _check_clip(clip)
+    assert len(clip.sentences) >= 3
+    low, high = SPARSE_PAUSE_S
+    gaps = [b[0] - a[1] for a, b in zip(clip.sentences, clip.sentences[1:], strict=False)]
+    # a sentence's span is its trimmed speech, so a gap is the pause and a little lead-in
+    assert all(low - 0.05 <= g <= high + 0.5 for g in gaps), gaps
+    assert sparse_streams(1, minutes=0.75) == [clip]

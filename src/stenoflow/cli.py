@@ -371,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--minutes", type=float, default=3.0, help="length of each continuous stream")
     bs.add_argument("--varied", type=int, default=2, help="varied streams (short items, pauses, lists, numbers)")
     bs.add_argument("--varied-minutes", type=float, default=1.5, help="length of each varied stream")
+    bs.add_argument("--sparse", type=int, default=0,
+                    help="sparse streams (the varied streams' items, 4 to 12 s apart, as a voice interface hears them)")
+    bs.add_argument("--sparse-minutes", type=float, default=1.5, help="length of each sparse stream")
     bs.add_argument("--no-recorded", action="store_true",
                     help="leave out the stream of recorded human speech (LibriVox, jfk, card names, a command)")
     bs.add_argument("--drift-minutes", type=float, default=20.0,
@@ -559,6 +562,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             models=tuple(_list(args.models)), stages=tuple(_list(args.stages)), variants=tuple(_list(args.variants)),
             peers=not args.no_peers, streams=1 if quick else args.streams, minutes=1.0 if quick else args.minutes,
             varied=1 if quick else args.varied, varied_minutes=1.0 if quick else args.varied_minutes,
+            sparse=0 if quick else args.sparse, sparse_minutes=args.sparse_minutes,
             recorded=not args.no_recorded, drift_minutes=0.0 if quick else args.drift_minutes, chunk_s=args.chunk, threads=args.threads,
             gold_model=args.gold_model, configs=tuple(_list(args.configs)), noise_db=args.noise_db,
             lines=bench_lines(args.line, _list(args.models)))

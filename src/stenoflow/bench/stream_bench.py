@@ -33,7 +33,7 @@ from stenoflow.bench.latency import (
 from stenoflow.bench.machine import machine_record, resident_mb
 from stenoflow.bench.metrics import wer
 from stenoflow.bench.recorded import recorded_available, recorded_stream
-from stenoflow.bench.varied import varied_streams
+from stenoflow.bench.varied import sparse_streams, varied_streams
 from stenoflow.streaming.drivers import StreamRun, run_stream, write_word_log
 from stenoflow.streaming.events import StreamingSession
 from stenoflow.streaming.offline import OfflineSession
@@ -70,6 +70,8 @@ class StreamBenchOptions:
     minutes: float = 3.0
     varied: int = 2  # ... and varied streams: short items, pauses, lists, numbers, voices
     varied_minutes: float = 1.5
+    sparse: int = 0  # ... and sparse ones: the same kind of items, 4 to 12 s apart
+    sparse_minutes: float = 1.5
     recorded: bool = True  # ... and the stream of recorded human speech (when setup.sh unpacked it)
     # room noise at this level (dBFS RMS) over every stream, pauses and all (None: as recorded):
     # where Whisper writes words that nobody said ("you.", the last sentence again)
@@ -176,7 +178,7 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
     models = ModelCache()
     configs = select([*default_configs(options, models), *extra_configs], options.configs)
     clips = [*streams(options.streams, options.minutes), *varied_streams(options.varied, options.varied_minutes),
-             *recorded_streams(options.recorded)]
+             *sparse_streams(options.sparse, options.sparse_minutes), *recorded_streams(options.recorded)]
     audios = {c.name: c.load_audio() for c in clips}
     gold = {c.name: gold_words(c, models.get(options.gold_model), audios[c.name]) for c in clips}
     if options.noise_db is not None:  # gold times come from the clean audio

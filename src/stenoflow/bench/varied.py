@@ -1,7 +1,8 @@
 """Varied evaluation streams: what live captions and voice commands meet, not only read prose.
 
 A varied stream is a sequence of short items, each spoken by one of several voices, with pauses
-between them (mostly about 0.8 s, sometimes a few seconds): a sentence or two of prose, a list of
+between them (mostly about 0.8 s, sometimes a few seconds; in a sparse stream, all of 4 to 12 s,
+as a voice interface or dictation hears them): a sentence or two of prose, a list of
 playing cards or groceries, a number, a command ("go forward ten meters"). Numbers are spelled
 out for the synthesizer; the WER normaliser turns words and digits alike into digits. Every
 stream ends with a list of short words and a command, the case where a stream's last words are
@@ -37,6 +38,7 @@ SPEEDS = (0.9, 1.1)
 PAUSE_S = (0.6, 1.0)  # between items, most of the time
 LONG_PAUSE_S = (2.0, 4.0)  # ... and sometimes
 LONG_PAUSE_SHARE = 0.15
+SPARSE_PAUSE_S = (4.0, 12.0)  # between the items of a sparse stream
 VOICE_CHANGE_SHARE = 0.6
 FLOOR_SNR_DB = 45.0
 
@@ -98,14 +100,18 @@ def number(r: np.random.Generator) -> str:
 
 
 def varied_stream(name: str = "varied-0", minutes: float = 1.0, seed: int = 0,
-                  voices: Sequence[str] | None = None) -> Clip:
-    """A stream of ``minutes`` of varied items (see the module docstring), cached."""
+                  voices: Sequence[str] | None = None, pauses_s: tuple[float, float] | None = None) -> Clip:
+    """A stream of ``minutes`` of varied items (see the module docstring), cached; ``pauses_s``:
+    the range every pause between items is drawn from (None: mostly short, sometimes long)."""
     if minutes <= 0:
         raise ValueError("minutes must be positive")
+    if pauses_s is not None and not 0 <= pauses_s[0] <= pauses_s[1]:
+        raise ValueError(f"pauses_s must be (low, high) with 0 <= low <= high, got {pauses_s}")
     chosen = resolve_voices(voices)
     pools = load_pools()
     params = {"kind": "varied", "version": BUILD_VERSION, "name": name, "minutes": minutes, "seed": seed,
-              "text": pools.fingerprint("eval"), "voices": [v.id for v in chosen]}
+              "text": pools.fingerprint("eval"), "voices": [v.id for v in chosen],
+              **({} if pauses_s is None else {"pauses_s": list(pauses_s)})}
     stem = data_dir() / "varied" / name
     clip = load_cached(stem, params)
     if clip is not None:
@@ -125,7 +131,7 @@ def varied_stream(name: str = "varied-0", minutes: float = 1.0, seed: int = 0,
         kind = rng.random()
         text = prose[int(next(order))] if kind < 0.4 else makers[int(rng.integers(len(makers)))](rng)
         items.append(text)
-        if len(items) > 2 and _estimate_s(items + ending) > target:
+        if len(items) > 2 and _estimate_s(items + ending, pauses_s) > target:
             items.pop()
             break
     for k, text in enumerate([*items, *ending]):
@@ -133,7 +139,7 @@ def varied_stream(name: str = "varied-0", minutes: float = 1.0, seed: int = 0,
             voice = chosen[int(rng.integers(len(chosen)))]
         if k:
             long = rng.random() < LONG_PAUSE_SHARE
-            timeline.pause(float(rng.uniform(*(LONG_PAUSE_S if long else PAUSE_S))))
+            timeline.pause(float(rng.uniform(*(pauses_s or (LONG_PAUSE_S if long else PAUSE_S)))))
         audio = speech(text, voice, float(rng.uniform(*SPEEDS)), float(rng.uniform(*LEVEL_DBFS)))
         timeline.speech(audio, text, voice.id)
     timeline.pause(float(rng.uniform(0.5, 1.0)))
@@ -148,6 +154,14 @@ def varied_streams(n: int = 2, minutes: float = 1.0, seed: int = 0) -> list[Clip
     return [varied_stream(f"varied-{minutes:g}min-{i}", minutes, seed + i) for i in range(n)]
 
 
-def _estimate_s(items: Sequence[str]) -> float:
-    """Rough spoken length of ``items`` with their pauses: 14 characters a second."""
-    return sum(len(t) / 14.0 + 1.0 for t in items)
+def sparse_streams(n: int = 2, minutes: float = 1.5, seed: int = 0) -> list[Clip]:
+    """``n`` sparse streams of ``minutes`` each: varied items, 4 to 12 s apart."""
+    return [varied_stream(f"sparse-{minutes:g}min-{i}", minutes, seed + 100 + i, pauses_s=SPARSE_PAUSE_S)
+            for i in range(n)]
+
+
+def _estimate_s(items: Sequence[str], pauses_s: tuple[float, float] | None = None) -> float:
+    """Rough spoken length of ``items`` with their pauses: 14 characters a second, and the mean
+    pause (about a second, or the middle of ``pauses_s``)."""
+    pause = 1.0 if pauses_s is None else sum(pauses_s) / 2
+    return sum(len(t) / 14.0 + pause for t in items)
