@@ -199,14 +199,14 @@ PAUSES = [(1.0, "Please turn off the kitchen lights."), (10.0, "The meeting star
 def test_sentences_after_long_pauses_are_heard_in_a_buffer_cut_in_the_silence(base_default: Model) -> None:
     """DTW ends a sentence's last word before its sound ends. Rounds heard the rest of that
     sound, with seconds of silence after it, and found no word in it; yet it kept the silence
-    after it in the buffer, up to the next sentence, some 20 s later: the round that heard that
-    sentence after all that silence heard nothing, and the rest of "tomorrow", heard again
-    alone, was committed as a word ("real"). The buffer is cut in the pauses, and every word
-    is committed once."""
+    after it in the buffer, up to the next sentence, some 20 s later: the rounds heard that
+    sentence after all that silence and misheard it ("Send the Repartum, Maria"), and said
+    "at nine thirty tomorrow", the rest of "tomorrow", heard again alone, was committed as a
+    word ("real"). The buffer is cut in the pauses, and every word is committed once."""
     run = run_stream(lambda: base_default.stream(), spoken(PAUSES, 6.0, first_voice=1), "unaware", chunk_s=0.1)
     ref = normalize_text(" ".join(text for _, text in PAUSES)).split()
     assert normalize_text(run.text).split() == ref, run.text
-    assert max(r["buffer_s"] for r in run.rounds) < 8.0
+    assert max(r["buffer_s"] for r in run.rounds if "final" not in r) < 8.0  # the final hearing has no buffer
 
 
 PRICES = [(0.5, "It costs seventeen dollars and sixty seven cents."),
