@@ -31,6 +31,7 @@ from stenoflow.decoding.transcribe import (
 )
 from stenoflow.model.medusa import MedusaHeads, find_medusa, load_medusa
 from stenoflow.model.quant import Int8Linear, bfloat16_layers, quantize_linear_layers
+from stenoflow.model.silence import SilenceCache
 from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import Tokenizer
 from stenoflow.weights.loaded import LoadedWeights
@@ -87,6 +88,7 @@ class Model:
         self.alignment_heads = weights.alignment_heads or default_alignment_heads(weights.dims)
         self.context = DecoderContext(self.whisper, self.tokenizer, tuple(non_speech), tuple(self.alignment_heads))
         self.hush: HushWord | None = find_hush(name, Path(weights.source), compute)
+        self.silence = SilenceCache(self.whisper.encoder)  # encoder passes over padding, for live rounds
         self._medusa: dict[str, MedusaHeads] = {}  # loaded heads by kind or path
         self._drafts: dict[str, Model] = {}  # loaded draft models by name or path
 
@@ -117,12 +119,15 @@ class Model:
         return window(self.features(samples, padding=N_SAMPLES), 0, samples.size // HOP_LENGTH)
 
     @torch.inference_mode()
-    def encode(self, mel: Tensor) -> Tensor:
-        """Encoder output (1, frames/2, D) of a log-mel window (n_mels, frames <= 3000)."""
+    def encode(self, mel: Tensor, speech_samples: int | None = None) -> Tensor:
+        """Encoder output (1, frames/2, D) of a log-mel window (n_mels, frames <= 3000). With
+        ``speech_samples``: the window is that many samples of audio padded with silence, and the
+        silence's positions come from a pass over silence alone (:mod:`stenoflow.model.silence`)."""
         if mel.dim() == 2:
             mel = mel[None]
         encoder = self.whisper.encoder
-        features = encoder(mel.to(self.device, encoder.conv1.weight.dtype))
+        mel = mel.to(self.device, encoder.conv1.weight.dtype)
+        features = encoder(mel) if speech_samples is None else self.silence.encode(mel, speech_samples)
         return features.to(self.whisper.decoder.positional_embedding.dtype)
 
     def decode(self, features_or_mel: Tensor, options: DecodingOptions | None = None) -> DecodingResult:

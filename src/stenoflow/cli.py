@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--window", type=float, default=None, dest="window_s", metavar="S",
                     help="live, without --hush: the buffer is padded with silence to S seconds "
                          "(default 15; 30: Whisper's own window)")
+    st.add_argument("--silence-cache", action=argparse.BooleanOptionalAction, default=None, dest="silence_cache",
+                    help="live, in a window: the encoder computes the speech only and takes the silence after it "
+                         "from a kept pass over silence (default yes; --no-silence-cache: the full pass)")
     st.add_argument("--guide", choices=["prune", "verify", "draft"], default=None,
                     help="the previous round guides decoding: prune/verify (whisper-s), draft (live)")
     st.add_argument("--gate", type=float, default=None,
@@ -786,7 +789,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "gate_close", "beam_tail", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "cold_margin_s", "commit_flanked",
-                                                    "context_s", "skip_idle", "prompt_chars", "window_s", "language", "speculative",
+                                                    "context_s", "skip_idle", "prompt_chars", "window_s", "silence_cache", "language", "speculative",
                                                     "medusa")
              if getattr(args, name) is not None}
     for name in ("commit_confident", "commit_flanked"):

@@ -114,8 +114,16 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return self.heads(self.key(x)), self.heads(self.value(x))
 
-    def encoder_forward(self, x: Tensor) -> Tensor:
+    def encoder_forward(self, x: Tensor, tail: tuple[Tensor, Tensor] | None = None,
+                        keep: list[tuple[Tensor, Tensor]] | None = None) -> Tensor:
+        """Self-attention of the encoder rows ``x`` (B, T, D) over themselves and, given, the keys
+        and values ``tail`` (each (B, H, T', D/H)) of positions after them; ``keep`` collects this
+        layer's own keys and values."""
         q, k, v = (self.heads(y) for y in self.project_qkv(x))
+        if keep is not None:
+            keep.append((k, v))
+        if tail is not None:
+            k, v = torch.cat([k, tail[0]], dim=2), torch.cat([v, tail[1]], dim=2)
         return self.out(self.merge(F.scaled_dot_product_attention(q, k, v)))
 
     def cached_forward(self, x: Tensor, parts: Sequence[PassPart], layer: int) -> Tensor:
@@ -215,8 +223,9 @@ class ResidualAttentionBlock(nn.Module):
         self.mlp = nn.Sequential(Linear(n_state, 4 * n_state), nn.GELU(), Linear(4 * n_state, n_state))
         self.mlp_ln = LayerNorm(n_state)
 
-    def encoder_forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn.encoder_forward(self.attn_ln(x))
+    def encoder_forward(self, x: Tensor, tail: tuple[Tensor, Tensor] | None = None,
+                        keep: list[tuple[Tensor, Tensor]] | None = None) -> Tensor:
+        x = x + self.attn.encoder_forward(self.attn_ln(x), tail, keep)
         return x + self.mlp(self.mlp_ln(x))
 
     def decoder_forward(self, x: Tensor, parts: Sequence[PassPart], layer: int) -> tuple[Tensor, list[Tensor | None]]:
@@ -241,17 +250,45 @@ class AudioEncoder(nn.Module):
         )
         self.ln_post = LayerNorm(dims.n_audio_state)
 
-    def forward(self, mel: Tensor) -> Tensor:
-        """mel: (B, n_mels, n_frames) with n_frames <= 2 * n_audio_ctx -> (B, ceil(n_frames/2), D)"""
+    def forward(self, mel: Tensor, rows: int | None = None, tail: EncodedTail | None = None,
+                keep: list[tuple[Tensor, Tensor]] | None = None) -> Tensor:
+        """mel: (B, n_mels, n_frames) with n_frames <= 2 * n_audio_ctx -> (B, ceil(n_frames/2), D).
+
+        With ``rows`` and ``tail``: only the first ``rows`` positions are computed, attending to
+        themselves and to ``tail``'s keys and values for the positions after them, whose outputs
+        are ``tail``'s (see :mod:`stenoflow.model.silence`). ``keep`` collects every layer's keys
+        and values."""
         max_frames = 2 * self.positional_embedding.shape[0]
         if mel.shape[-1] > max_frames:
             raise ValueError(f"encoder input has {mel.shape[-1]} mel frames; at most {max_frames} fit")
-        x = F.gelu(self.conv1(mel))
-        x = F.gelu(self.conv2(x)).permute(0, 2, 1)
-        x = x + self.positional_embedding[: x.shape[1]].to(x.dtype)
-        for block in self.blocks:
-            x = block.encoder_forward(x)
-        return self.ln_post(x)
+        positions = (mel.shape[-1] + 1) // 2
+        rows = positions if rows is None or tail is None else min(rows, positions)
+        # conv2 (stride 2) reads mel frames up to 2 * rows + 1 for its first ``rows`` outputs
+        x = F.gelu(self.conv1(mel[..., : 2 * rows + 2]))
+        x = F.gelu(self.conv2(x)).permute(0, 2, 1)[:, :rows]
+        x = x + self.positional_embedding[:rows].to(x.dtype)
+        rest = tail is not None and rows < positions
+        for i, block in enumerate(self.blocks):
+            x = block.encoder_forward(x, tail.after(i, rows, positions) if rest else None, keep)
+        x = self.ln_post(x)
+        return torch.cat([x, tail.out[:, rows:positions].to(x.dtype)], dim=1) if rest else x
+
+
+@dataclass(frozen=True)
+class EncodedTail:
+    """An encoder pass kept for the positions it lends to others: each layer's self-attention keys
+    and values (B, H, T, D/H) and the output (B, T, D)."""
+
+    kv: tuple[tuple[Tensor, Tensor], ...]
+    out: Tensor
+
+    def after(self, layer: int, start: int, end: int) -> tuple[Tensor, Tensor]:
+        k, v = self.kv[layer]
+        return k[:, :, start:end], v[:, :, start:end]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for kv in self.kv for t in kv) + self.out.nbytes
 
 
 @dataclass

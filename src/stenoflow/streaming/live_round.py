@@ -150,7 +150,8 @@ class LiveRound:
         hush = bool(self.options.hush) and not pad
         window_s = WINDOW_S if pad else self.options.window_s
         mel = self.model.encoder_input(inp.samples, hush, window_s)
-        features = self.model.encode(mel)
+        cached = self.options.silence_cache and not hush and not pad  # the final hearing: the full pass
+        features = self.model.encode(mel, inp.samples.size if cached else None)
         cross = self.model.whisper.decoder.cross_kv(features)
         draft = None
         if self.draft_model is not None and self.pair is not None:  # the draft hears the buffer its own way

@@ -80,6 +80,10 @@ class StreamOptions:
     # window gains most of what 30 s padding gains over the hush word (about a WER point) at
     # half its compute (see the README).
     window_s: float = 15.0
+    # live, in such a window: the encoder computes the speech's positions only and takes the
+    # silence's from a kept pass over silence alone (stenoflow.model.silence): the encoder at a
+    # third of its cost, at the same WER on the streaming benchmark (see the README).
+    silence_cache: bool = True
     # The previous round guides decoding: whisper-s "prune" (token by token) or "verify" (one
     # pass); live "draft" (its unconfirmed tokens, verified in one pass). "auto": "verify" for
     # whisper-s, "draft" for live; None: no guide.

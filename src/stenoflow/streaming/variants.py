@@ -113,13 +113,14 @@ class Stage:
     beam_size: int = 5
     context_s: float = 0.5
     commit_confident: float | None = None
+    silence_cache: bool = False
 
     def options(self, pipeline: tuple[int, int] | None = None) -> StreamOptions:
         """The stream options of this stage (``pipeline``: see ``Variant.apply``)."""
         from stenoflow.streaming.session import StreamOptions
 
         base = StreamOptions(step=self.step, beam_size=self.beam_size, context_s=self.context_s,
-                             commit_confident=self.commit_confident)
+                             commit_confident=self.commit_confident, silence_cache=self.silence_cache)
         return parse_variant(self.variant).apply(base, pipeline)
 
 
@@ -136,6 +137,7 @@ ABLATION = (
     Stage("+context 3 s", "live+hush+draft", "int8", step=0.5, beam_size=1, context_s=3.0),
     Stage("+step 0.35/confident", "live+hush+draft", "int8", 0.35, 1, 3.0, commit_confident=0.9),
     Stage("+15 s window", "live+draft", "int8", 0.35, 1, 3.0, commit_confident=0.9),
-    Stage("+pipelining", "live+draft+pipe", "int8", 0.35, 1, 3.0, commit_confident=0.9),
-    Stage("alignatt", "live+draft+alignatt", "int8", 0.35, 1, 3.0),
+    Stage("+silence cache", "live+draft", "int8", 0.35, 1, 3.0, commit_confident=0.9, silence_cache=True),
+    Stage("+pipelining", "live+draft+pipe", "int8", 0.35, 1, 3.0, commit_confident=0.9, silence_cache=True),
+    Stage("alignatt", "live+draft+alignatt", "int8", 0.35, 1, 3.0, silence_cache=True),
 )

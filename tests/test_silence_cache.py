@@ -1,0 +1,95 @@
+"""The encoder on speech padded with silence, with the silence's positions from a kept pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from stenoflow.api import Model
+from stenoflow.bench.normalize import normalize_text
+from stenoflow.decoding.options import DecodingOptions
+from stenoflow.model.silence import EXACT_AFTER, SilenceCache
+from stenoflow.model.whisper import EncodedTail
+
+SR = 16000
+
+
+def window(model: Model, samples: np.ndarray) -> torch.Tensor:
+    return model.encoder_input(samples, hush=False, window_s=15.0)[None]
+
+
+@torch.inference_mode()
+def test_rows_attending_to_a_kept_pass_of_the_same_window_equal_the_full_pass(tiny: Model,
+                                                                             jfk_audio: np.ndarray) -> None:
+    """The partial pass itself changes nothing: lent the keys and values of the same window's own
+    full pass, the first rows (convolutions cut short, positions, attention over both) come out
+    as the full pass computes them, whatever the cut."""
+    encoder = tiny.whisper.encoder
+    mel = window(tiny, jfk_audio[: 4 * SR])
+    keep: list[tuple[torch.Tensor, torch.Tensor]] = []
+    full = encoder(mel, keep=keep)
+    assert len(keep) == len(encoder.blocks) and full.shape[1] == mel.shape[-1] // 2
+    own = EncodedTail(tuple(keep), full)
+    for rows in (1, 200, 373):
+        part = encoder(mel, rows, own)
+        assert part.shape == full.shape
+        torch.testing.assert_close(part, full, atol=2e-4, rtol=1e-4)
+
+
+@torch.inference_mode()
+def test_one_pass_over_silence_serves_every_window_with_that_floor(tiny: Model, jfk_audio: np.ndarray) -> None:
+    cache = SilenceCache(tiny.whisper.encoder)
+    first, second = jfk_audio[: 3 * SR], jfk_audio[4 * SR : 7 * SR]
+    a = window(tiny, first)
+    # the second clip at the first one's loudness: the floor (in log-mel units, a quarter of a
+    # bel) moves by half the gain's bels
+    floor = float(a[0, :, -1].max())
+    second = second * 10 ** (2 * (floor - float(window(tiny, second)[0, :, -1].max())))
+    b = window(tiny, second)
+    assert abs(float(b[0, :, -1].max()) - floor) < 1e-3
+    out_a, out_b = cache.encode(a, 3 * SR), cache.encode(b, 3 * SR)
+    assert cache.passes == 1
+    rows = 3 * SR // 320 + EXACT_AFTER
+    silence = cache.tail(a).out
+    assert torch.equal(out_a[:, rows:], silence[:, rows:]) and torch.equal(out_b[:, rows:], silence[:, rows:])
+    assert not torch.equal(out_a[:, :rows], out_b[:, :rows])  # the speech is each window's own
+    quieter = window(tiny, jfk_audio[: 3 * SR] * 0.05)  # 26 dB quieter: another floor, another pass
+    cache.encode(quieter, 3 * SR)
+    assert cache.passes == 2
+    # speech to within half a second of the end of Whisper's 30 s window: nothing to borrow
+    long = np.resize(jfk_audio, int(29.6 * SR))
+    torch.testing.assert_close(cache.encode(window(tiny, long), long.size), tiny.whisper.encoder(window(tiny, long)))
+    assert cache.passes == 2
+
+
+@torch.inference_mode()
+def test_kept_passes_stay_within_their_memory_budget(tiny: Model, jfk_audio: np.ndarray) -> None:
+    one = SilenceCache(tiny.whisper.encoder, budget_bytes=1)  # room for the last pass only
+    for gain in (1.0, 0.05, 0.002):
+        one.encode(window(tiny, jfk_audio[: 3 * SR] * gain), 3 * SR)
+    assert one.passes == 3 and len(one._tails) == 1
+
+
+def test_the_window_heard_through_the_cache_reads_as_the_full_pass(tiny: Model, jfk_audio: np.ndarray) -> None:
+    """What the decoder reads from a window whose silence came from the cache: jfk's first
+    sentence, as from the full pass."""
+    clip = jfk_audio[: int(7.5 * SR)]
+    mel = tiny.encoder_input(clip, hush=False, window_s=15.0)
+    options = DecodingOptions(language="en", without_timestamps=True)
+    full = tiny.decode(tiny.encode(mel), options).text
+    cached = tiny.decode(tiny.encode(mel, clip.size), options).text
+    assert normalize_text(cached) == normalize_text(full)
+    assert "fellow americans" in normalize_text(cached)
+
+
+def test_live_rounds_use_the_cache_by_default_and_the_final_hearing_the_full_pass(tiny: Model,
+                                                                                 jfk_audio: np.ndarray) -> None:
+    from stenoflow.streaming.drivers import run_stream
+
+    before = tiny.silence.passes
+    run = run_stream(lambda: tiny.stream(), jfk_audio, "unaware", chunk_s=0.5)
+    assert tiny.silence.passes > before
+    assert "fellow americans" in normalize_text(run.text) and normalize_text(run.text).endswith("your country")
+    after = tiny.silence.passes
+    run_stream(lambda: tiny.stream(silence_cache=False), jfk_audio, "unaware", chunk_s=0.5)
+    assert tiny.silence.passes == after
