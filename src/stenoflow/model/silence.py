@@ -25,10 +25,10 @@ from collections import OrderedDict
 import torch
 from torch import Tensor
 
+from stenoflow.audio.features import HOP_LENGTH
 from stenoflow.model.whisper import AudioEncoder, EncodedTail
 
 MEL_FRAMES_PER_POSITION = 2  # the encoder's second convolution halves the mel frames
-SAMPLES_PER_MEL_FRAME = 160
 EXACT_AFTER = 25  # positions (20 ms each) after the speech computed in full: where speech and silence meet
 FLOOR_STEP = 0.05  # log-mel units (a quarter of a bel): silences this close share a pass
 BUDGET_BYTES = 256 << 20  # most memory the kept passes may take
@@ -48,7 +48,7 @@ class SilenceCache:
         """Encoder output (1, frames/2, D) of the log-mel window ``mel`` (1, n_mels, frames) whose
         first ``samples`` audio samples are speech and the rest silence."""
         positions = (mel.shape[-1] + 1) // MEL_FRAMES_PER_POSITION
-        rows = math.ceil(samples / (SAMPLES_PER_MEL_FRAME * MEL_FRAMES_PER_POSITION)) + EXACT_AFTER
+        rows = math.ceil(samples / (HOP_LENGTH * MEL_FRAMES_PER_POSITION)) + EXACT_AFTER
         if rows >= positions:
             return self.encoder(mel)
         return self.encoder(mel, rows, self.tail(mel))

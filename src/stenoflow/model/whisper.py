@@ -267,11 +267,11 @@ class AudioEncoder(nn.Module):
         x = F.gelu(self.conv1(mel[..., : 2 * rows + 2]))
         x = F.gelu(self.conv2(x)).permute(0, 2, 1)[:, :rows]
         x = x + self.positional_embedding[:rows].to(x.dtype)
-        rest = tail is not None and rows < positions
+        lend = tail if rows < positions else None  # the positions after ``rows`` come from it
         for i, block in enumerate(self.blocks):
-            x = block.encoder_forward(x, tail.after(i, rows, positions) if rest else None, keep)
+            x = block.encoder_forward(x, lend.after(i, rows, positions) if lend is not None else None, keep)
         x = self.ln_post(x)
-        return torch.cat([x, tail.out[:, rows:positions].to(x.dtype)], dim=1) if rest else x
+        return torch.cat([x, lend.out[:, rows:positions].to(x.dtype)], dim=1) if lend is not None else x
 
 
 @dataclass(frozen=True)
