@@ -88,14 +88,18 @@ def mel_filters(n_mels: int = 80) -> np.ndarray:
 
 @lru_cache(maxsize=16)
 def _filters_tensor(n_mels: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """The filterbank as a tensor on `device`, cached so each call does not re-upload it."""
-    return torch.from_numpy(mel_filters(n_mels).copy()).to(device=device, dtype=dtype)
+    """The filterbank as a tensor on `device`, cached so each call does not re-upload it (built
+    outside inference mode, so autograd may use it whichever call built it first)."""
+    with torch.inference_mode(False):
+        return torch.from_numpy(mel_filters(n_mels).copy()).to(device=device, dtype=dtype)
 
 
 @lru_cache(maxsize=16)
 def _window_tensor(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """Periodic Hann window of N_FFT samples (the torch.stft convention Whisper used)."""
-    return torch.hann_window(N_FFT, periodic=True, device=device, dtype=dtype)
+    """Periodic Hann window of N_FFT samples (the torch.stft convention Whisper used), built
+    outside inference mode as the filterbank is."""
+    with torch.inference_mode(False):
+        return torch.hann_window(N_FFT, periodic=True, device=device, dtype=dtype)
 
 
 def log_mel_spectrogram(
