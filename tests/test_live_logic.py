@@ -18,7 +18,7 @@ from stenoflow.streaming.live import (
     spoken_length,
     stretched_at,
 )
-from stenoflow.streaming.live_round import Heard, HeardWord, unheard_run
+from stenoflow.streaming.live_round import Heard, HeardWord, heard_copies, unheard_run
 from stenoflow.streaming.session import StreamOptions
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
@@ -440,3 +440,28 @@ def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:
     live, whisper_s = StreamOptions().prompt_limit, StreamOptions(policy="whisper-s").prompt_limit
     assert len(prompt_tokens(words, live)) == live // 5 > len(prompt_tokens(words, whisper_s)) == 40
     assert StreamOptions(prompt_chars=0).prompt_limit == 0
+
+
+def test_a_loop_keeps_the_copies_dtw_gives_audio_of_their_own() -> None:
+    """"Again." said three times alone is written as a loop (a fourth copy ends the text). The
+    copies DTW lays over audio of their own were said; those at an instant were not."""
+    again = (7, 13)
+    said = [hw(" Again.", a, b, tokens=again) for a, b in ((0.0, 0.72), (1.39, 6.95), (6.95, 7.63))]
+    squeezed = [hw(" Again.", 7.63, 7.67, tokens=again), hw(" Again.", 7.67, 7.67, tokens=again)]
+    tokens = [t for w in (*said, *squeezed) for t in w.tokens]
+    assert heard_copies([*said, *squeezed], tokens, start=2, unit=2) == 3
+    # A decoder that lost its place writes every copy at one instant: the first stands alone.
+    lost = [said[0], *(hw(" Again.", 3.1, 3.1, tokens=again) for _ in range(3))]
+    assert heard_copies(lost, tokens, start=2, unit=2) == 1
+    # Text after the copies is not kept; a phrase's copies are kept as a word's are.
+    after = [*said, hw(" Now.", 8.0, 8.4, tokens=(21, 13))]
+    assert heard_copies(after, [t for w in after for t in w.tokens], start=2, unit=2) == 3
+    go_on = [hw(w, 0.5 * i, 0.5 * i + 0.4, tokens=t) for i, (w, t) in enumerate([(" Go", (7,)), (" on.", (8, 13))] * 3)]
+    assert heard_copies(go_on, [7, 8, 13] * 3, start=3, unit=3) == 6
+    # Copies that start mid-word (". Enter" of "Down. Enter. Enter. Enter. Enter") are counted
+    # from the next word.
+    enter = [hw(" Down.", 29.76, 30.86, tokens=(9, 13)), hw(" Enter.", 32.14, 33.3, tokens=(10, 13)),
+             *(hw(" Enter.", 33.66, 33.66, tokens=(10, 13)) for _ in range(2)), hw(" Enter", 33.66, 33.66, tokens=(10,))]
+    assert heard_copies(enter, [t for w in enter for t in w.tokens], start=3, unit=2) == 2
+    # One word of a repeated token has no copy of its own.
+    assert heard_copies([hw(" hahaha", 1.0, 2.0, tokens=(4, 4, 4, 4))], [4, 4, 4, 4], start=1, unit=1) == 0

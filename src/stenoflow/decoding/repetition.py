@@ -60,12 +60,18 @@ class LoopRule:
     def loop_start(self, tokens: Sequence[int], ignore: Callable[[int], bool] = lambda _: False) -> int | None:
         """Index in ``tokens`` where the second copy of the earliest loop starts (the first copy
         is kept), or None. Tokens for which ``ignore`` is true are not compared."""
+        found = self.find(tokens, ignore)
+        return None if found is None else found[0]
+
+    def find(self, tokens: Sequence[int], ignore: Callable[[int], bool] = lambda _: False) -> tuple[int, int] | None:
+        """The earliest loop: (index in ``tokens`` where its second copy starts, compared tokens
+        per copy), or None."""
         where = [i for i, t in enumerate(tokens) if not ignore(t)]
         seq = [tokens[i] for i in where]
         for end in range(2, len(seq) + 1):
             unit = self.loop_unit(seq, end)
             if unit is not None:
-                return where[end - self.copies(unit) * unit + unit]
+                return where[end - self.copies(unit) * unit + unit], unit
         return None
 
 
@@ -107,3 +113,9 @@ def text_loop_start(tokens: Sequence[int], eot: int) -> int | None:
     """Where a loop in a decoding's text begins (timestamps and specials, ids >= ``eot``, are not
     compared), or None: the tokens before it are what the decoder heard."""
     return LoopRule().loop_start(tokens, lambda t: t >= eot)
+
+
+def text_loop(tokens: Sequence[int], eot: int) -> tuple[int, int] | None:
+    """The earliest loop in a decoding's text (see ``text_loop_start``): (index where its second
+    copy starts, text tokens per copy), or None."""
+    return LoopRule().find(tokens, lambda t: t >= eot)

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,7 +34,7 @@ import torch
 from stenoflow.audio.features import HOP_LENGTH
 from stenoflow.audio.io import WINDOW_S
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
-from stenoflow.decoding.repetition import text_loop_start
+from stenoflow.decoding.repetition import text_loop
 from stenoflow.decoding.speculative import DraftModel, DraftWindow
 from stenoflow.decoding.task import DecodingTask, Prefilled
 from stenoflow.decoding.timing import FRAMES_PER_SECOND, attended_positions, timings_from_attention
@@ -51,6 +52,7 @@ SAMPLE_RATE = 16000
 MIN_SAMPLE_LEN = 32  # tokens a round may write however short its buffer
 TOKENS_PER_S = 12  # ... plus this many per second of it (speech runs at 3-5 tokens a second)
 CUT_SLACK_S = 0.1  # a word starting this little before a cut is still in the buffer (DTW times)
+MIN_COPY_S = 0.1  # a copy of a loop DTW lays over less audio than this was not heard (see heard_copies)
 UNHEARD_RUN = 3  # words the alignment heads place at one instant that were not heard (see unheard_run)
 
 
@@ -215,10 +217,7 @@ class LiveRound:
         silent = (unsure and not inp.speech) or result.no_speech_prob > o.no_speech_skip
         seq = list(result.tokens)
         eot = self.model.tokenizer.eot
-        loop = text_loop_start(seq, eot)
-        if loop is not None:
-            log.debug("round output loops from token %d: kept the text before it", loop)
-            seq = seq[:loop]
+        loop = text_loop(seq, eot)
         if silent or not any(t < eot for t in seq):
             return Heard((), end, result.ended and loop is None, silent, offset=inp.offset)
         # Row i of the recorded attention predicts seq[i] (the last row end-of-text); word timing
@@ -243,6 +242,12 @@ class LiveRound:
             words.append(HeardWord(TimedWord(w.word, inp.offset + min(w.start, inp.duration),
                                              inp.offset + min(w.end, inp.duration), p),
                                    tuple(tokens[first:index]), inp.offset + at, (rows[first], rows[index - 1] + 1)))
+        if loop is not None:
+            k = heard_copies(words, tokens, rows.index(loop[0]), loop[1])
+            log.debug("round output loops from %r: kept %r", "".join(w.word.word for w in words[k:]),
+                      "".join(w.word.word for w in words[:k]))
+            seq = seq[: words[k].span[0]] if k < len(words) else seq
+            words = words[:k]
         # Like a loop, words that were not heard end what the round heard, unless no later round
         # hears this audio again.
         run = None if final else unheard_run(words, end - o.align_frames / FRAMES_PER_SECOND)
@@ -265,6 +270,29 @@ class LiveRound:
         model.whisper.decoder(seq, cross, cache, last_only=True)
         assert cache.attention is not None
         return cache.attention[0, len(sot) - 1 : seq.shape[1]]
+
+
+def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, unit: int) -> int:
+    """How many of ``words`` (written with the text ``tokens``) to keep where the text loops:
+    its second copy starts at ``tokens[start]``, each copy ``unit`` tokens long. The decoder
+    loops where it has lost its place, and writes the copies at an instant: those are dropped,
+    with all after them. But a word said again and again alone ("Again. ... Again. ... Again.")
+    is written as a loop too, and there DTW gives each copy audio of its own: such copies are
+    kept. The copy before the loop always is."""
+    ranges = list(accumulate((len(w.tokens) for w in words), initial=0))
+    # A loop's copies may start mid-word (". Enter" for "Enter. Enter."): counted from the next
+    # word start instead, they are the same copies; text no word start divides is cut as it lies.
+    aligned = next((r for r in ranges if r >= start), None) if ranges[-1] == len(tokens) else None
+    if aligned is None or aligned >= start + unit:
+        return next((i for i, r in enumerate(ranges) if r > start), len(ranges)) - 1
+    start = aligned
+    k = ranges.index(start)
+    while start + unit in ranges and tokens[start : start + unit] == tokens[start - unit : start]:
+        last = ranges.index(start + unit) - 1
+        if words[last].word.end - words[k].word.start < MIN_COPY_S:
+            break
+        k, start = last + 1, start + unit
+    return k
 
 
 def unheard_run(words: Sequence[HeardWord], before: float) -> int | None:
