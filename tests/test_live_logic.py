@@ -15,6 +15,7 @@ from stenoflow.streaming.live import (
     is_variant,
     new_words,
     prompt_tokens,
+    restart_length,
     spoken_length,
     stretched_at,
 )
@@ -235,6 +236,14 @@ def test_an_echo_is_the_longest_verbatim_repeat_of_the_committed_end() -> None:
     assert echo_length(echo, []) == 0 and echo_length([], COMMITTED) == 0
 
 
+def test_the_start_of_the_last_committed_sentence_alone_is_a_restart() -> None:
+    start = [hw(" Open", 10.9, 11.3), hw(" the", 11.3, 11.3)]
+    assert restart_length(start[:1], COMMITTED) == 1 and restart_length(start, COMMITTED) == 2
+    assert restart_length([*start, hw(" window.", 11.3, 11.6)], COMMITTED) == 0  # another sentence
+    assert restart_length([hw(" the", 10.9, 11.3)], COMMITTED) == 0
+    assert restart_length([], COMMITTED) == 0 and restart_length(start, []) == 0
+
+
 # --- varied streams -------------------------------------------------------------------------
 @pytest.mark.parametrize(("n", "words"), [(0, "zero"), (13, "thirteen"), (40, "forty"), (42, "forty two"),
                                           (305, "three hundred and five"), (1005, "one thousand and five"),
@@ -429,6 +438,20 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
     # The last round's words stand only where they start before the word both heard alike.
     early = [hw(" 4", 1.2, 1.3), hw(" minutes.", 1.3, 2.35)]
     assert final_words(early, tail, no_sound) == early
+    # Words the last round heard before the first word both heard alike stand over sound
+    # ("Down." of "Down. ... Enter.", which the final hearing laid "Enter" over) ...
+    down = [hw(" Down.", 29.68, 30.84), hw(" Enter.", 32.1, 33.3)]
+    alone = [hw(" Enter", 28.35, 33.51)]
+    assert [(w.word.word, w.word.start) for w in final_words(alone, down, lambda t: 0.5)] == \
+        [(" Down.", 29.68), (" Enter", 32.1)]
+    # ... not over silence.
+    assert final_words(alone, down, no_sound) == alone
+    # A last round that wrote the prompt again ("Go forward 10 meters." over "Down. Enter.")
+    # gives way to a final hearing that shares no word with it.
+    said = [hw(f" {w}", 5.0 + i, 5.5 + i) for i, w in enumerate(("Go", "forward", "ten", "meters.", "Yes."))]
+    copy = [hw(" forward", 28.3, 29.0), hw(" 10", 29.0, 30.7), hw(" meters.", 30.7, 33.3)]
+    assert final_words(alone, copy, lambda t: 0.5, said) == alone
+    assert final_words(alone, copy, lambda t: 0.5, said[2:]) == copy
 
 
 def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:

@@ -73,6 +73,7 @@ TIME_TOLERANCE_S = 0.1  # a word starting this little before the committed end i
 # The last committed word heard again this far from where it was committed is another saying of
 # it; a word starting this far inside the committed audio is not new.
 MISPLACED_S = 1.0
+PROMPT_COPY_WORDS = 3  # committed words written again in a row that make a copy of the prompt
 FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
 Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts it) between two absolute times
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
@@ -277,7 +278,7 @@ class LiveSession:
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
         """``fresh`` (words after the committed ones, in audio that ends at ``end``) without
         the decoder's echo of the committed words."""
-        while k := echo_length(fresh, self._committed):
+        while k := echo_length(fresh, self._committed) or restart_length(fresh, self._committed):
             # The decoder said the words just committed once more ("Seven. 7."): an echo, when
             # from the committed end (or the echo's start, if later) to the next word (or the end
             # of the audio) there is too little sound for them to have been said again.
@@ -377,7 +378,8 @@ class LiveSession:
                   [round(w.word.probability, 2) for w in words],
                   "".join(w.word.word for w in self._tail), [round(w.word.probability, 2) for w in self._tail])
         if self._tail and words is not self._tail:
-            words = final_words(words, self._tail, lambda t: self.buffer.sound_seconds(start, t))
+            words = final_words(words, self._tail, lambda t: self.buffer.sound_seconds(start, t),
+                                self._committed[-CONTEXT_WORDS:])
         # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
         committed = forced + self._record(self._unechoed(list(words), end))
         self._tail = []
@@ -582,33 +584,69 @@ def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> i
     return 1 if ends and all(key == ends[-1] for key in keys) else 0
 
 
-def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callable[[float], float]) -> list[HeardWord]:
+def restart_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:
+    """``len(words)`` when ``words`` are nothing but the start of the last committed sentence
+    again (the decoder starting it over: "Open" after "Open the front door."), else 0."""
+    keys = [same_number(word_key(w.word.word)) for w in words]
+    start = next((i for i in range(len(committed) - 1, 0, -1)
+                  if committed[i - 1].word.word.rstrip().endswith(SENTENCE_END)), 0)
+    sentence = [same_number(word_key(w.word.word)) for w in committed[start:]]
+    return len(keys) if keys and len(keys) < len(sentence) and sentence[: len(keys)] == keys else 0
+
+
+def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callable[[float], float],
+                committed: Sequence[HeardWord] = ()) -> list[HeardWord]:
     """What a stream's final hearing ``heard`` commits in place of ``tail``, the words the last
     round, in context, left unconfirmed.
 
     Alone, a second of audio can make Whisper write anything ("country" as "I'm afraid."): a
-    final hearing that shares no word with ``tail`` does not replace it. One that does is taken
+    final hearing that shares no word with ``tail`` does not replace it, unless ``tail`` writes
+    ``committed`` words again (see :func:`repeats_committed`). One that does is taken
     with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
     "were 10 meters") or merges into the next one ("for" and "25" as "425"). Where both put
     words of their own before the first word both heard alike, the last round's stand; where
     only the final hearing does, they stand if ``sound_to`` (seconds of sound from the committed
     end to a time) finds a word's worth before the last round's first word: the last round, in
-    context, may have been deaf to them."""
+    context, may have been deaf to them. Where only the last round does, they stand if there is
+    sound for them: alone, Whisper may have been deaf to them."""
     keys = [word_key(w.word.word) for w in tail]
     i = next((k for k, w in enumerate(heard) if word_key(w.word.word) in keys), None)
     if i is None:
+        if repeats_committed(tail, committed):
+            log.debug("final hearing %r in place of %r, which writes committed words again",
+                      "".join(w.word.word for w in heard), "".join(w.word.word for w in tail))
+            return heard
         return tail
     j = keys.index(word_key(heard[i].word.word))
     if i and j and tail[j - 1].word.start <= heard[i].word.start:
         log.debug("heard alone %r where the last round heard %r: kept the last round's",
                   "".join(w.word.word for w in heard[:i]), "".join(w.word.word for w in tail[:j]))
         return [*tail[:j], *heard[i:]]
+    if not i and j and sound_to(tail[j].word.start) >= ECHO_SOUND_S:
+        # Alone, Whisper may miss a short word before the next one and lay that one over both
+        # ("Enter" over "Down. ... Enter."): the last round, in context, heard it over sound.
+        log.debug("kept %r: the last round heard it before %r, over sound the final hearing missed",
+                  "".join(w.word.word for w in tail[:j]), heard[0].word.word)
+        first = heard[0].word
+        start = min(max(first.start, tail[j].word.start), first.end)
+        return [*tail[:j], replace(heard[0], word=replace(first, start=start)), *heard[1:]]
     if i and not j and sound_to(tail[0].word.start) < ECHO_SOUND_S:
         log.debug("dropped %r: the end of the last committed word, heard alone",
                   "".join(w.word.word for w in heard[:i]))
         return heard[i:]
     return heard
+
+
+def repeats_committed(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> bool:
+    """Whether ``words`` hold a run of ``PROMPT_COPY_WORDS`` words that ``committed`` holds too.
+    Conditioned on its prompt, over speech it cannot make out, Whisper writes the prompt again
+    ("Go forward 10 meters." over "Down. Enter."); unconditioned, it does not."""
+    def runs(ws: Sequence[HeardWord]) -> set[tuple[str, ...]]:
+        keys = [same_number(word_key(w.word.word)) for w in ws]
+        return {tuple(keys[k : k + PROMPT_COPY_WORDS]) for k in range(len(keys) - PROMPT_COPY_WORDS + 1)}
+
+    return bool(runs(words) & runs(committed))
 
 
 def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4,
