@@ -18,7 +18,7 @@ from stenoflow.bench.normalize import normalize_text
 from stenoflow.bench.recorded import recorded_stream
 from stenoflow.bench.tts import Voice
 from stenoflow.bench.varied import varied_stream
-from stenoflow.streaming.drivers import MODES, StreamRun, run_stream
+from stenoflow.streaming.drivers import MODES, ScheduledClock, StreamRun, run_stream
 from stenoflow.streaming.live import same_number
 from stenoflow.streaming.live_round import Heard, LiveRound, RoundInput
 from stenoflow.streaming.session import StreamOptions
@@ -94,6 +94,16 @@ def assert_nothing_lost(clip: Clip, run: StreamRun, items_at_end: int = 2) -> No
 @pytest.mark.parametrize("mode", MODES)
 def test_every_word_up_to_the_last_command_is_committed_once(base: Model, short_items: Clip, mode: str) -> None:
     run = run_stream(lambda: base.stream(live()), short_items.load_audio(), mode, chunk_s=0.1)
+    assert_nothing_lost(short_items, run)
+
+
+def test_the_start_of_the_last_command_said_again_over_silence_is_not_committed(base: Model,
+                                                                                short_items: Clip) -> None:
+    """Under this schedule of round costs the last round wrote the stream's last command twice,
+    the second time over the silence after it ("Open the front door. Open"), and its "Open"
+    was committed."""
+    run = run_stream(lambda: base.stream(live()), short_items.load_audio(), "realtime", chunk_s=0.1,
+                     clock=ScheduledClock(11))
     assert_nothing_lost(short_items, run)
 
 
@@ -179,8 +189,26 @@ def test_words_alone_between_silences_are_committed_once(base_default: Model, st
     the next ("425 minutes"): neither is committed, while a word the speaker says again after a
     pause is."""
     items, tail, first_voice = LONE_WORDS[stream]
-    audio = spoken(items, tail, first_voice)
-    run = run_stream(lambda: base_default.stream(), audio, mode, chunk_s=0.1)
+    run = run_stream(lambda: base_default.stream(), spoken(items, tail, first_voice), mode, chunk_s=0.1)
+    assert_lone_words_committed_once(stream, run)
+
+
+@pytest.mark.parametrize(("stream", "seed"), [("again", 5), ("words", 1), ("words", 11)])
+def test_words_alone_are_committed_once_where_rounds_fell_that_lost_them(base_default: Model, stream: str,
+                                                                        seed: int) -> None:
+    """Realtime rounds fall where the compute puts them; under these seeded schedules of round
+    costs (``ScheduledClock``) words were lost. "Again." said three times, written by a round as
+    a loop of four, was cut to its first copy, and the rest heard alone laid one "Again." over
+    both; alone, the final hearing laid "Enter" over "Down. ... Enter.", and the last round's
+    "Down." gave way to it."""
+    items, tail, first_voice = LONE_WORDS[stream]
+    run = run_stream(lambda: base_default.stream(), spoken(items, tail, first_voice), "realtime", chunk_s=0.1,
+                     clock=ScheduledClock(seed))
+    assert_lone_words_committed_once(stream, run)
+
+
+def assert_lone_words_committed_once(stream: str, run: StreamRun) -> None:
+    items = LONE_WORDS[stream][0]
     hyp = [same_number(w) for w in normalize_text(run.text).split()]
     ref = normalize_text(" ".join(text for _, text in items)).split()
     assert hyp[:4] == ref[:4], run.text

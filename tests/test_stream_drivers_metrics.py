@@ -13,7 +13,13 @@ import pytest
 from stenoflow.bench.gold import GoldWord, check_monotonic, pack_windows
 from stenoflow.bench.latency import LatencyStats, encoder_flops, expand_normalized, word_latencies
 from stenoflow.model.dims import ModelDims
-from stenoflow.streaming.drivers import EmittedWord, StreamRun, run_stream, write_word_log
+from stenoflow.streaming.drivers import (
+    EmittedWord,
+    ScheduledClock,
+    StreamRun,
+    run_stream,
+    write_word_log,
+)
 from stenoflow.streaming.events import StreamUpdate, TimedWord
 
 SR = 16000
@@ -70,6 +76,21 @@ def test_compute_aware_driver_delivers_what_arrived_during_a_slow_push() -> None
     emitted = [w.emitted_at for w in run.words]
     assert emitted == sorted(emitted) and emitted[0] >= 0.35  # 0.1 s of audio + 0.25 s of compute
     assert run.compute_s >= 0.25 * len(pushes)
+
+
+def test_a_scheduled_clock_repeats_its_schedule_of_round_costs() -> None:
+    """The realtime feed on seeded costs: slow calls batch the audio that arrived meanwhile, as
+    on the compute-aware clock, and the same seed gives the same pushes and emission times."""
+    runs = []
+    for seed in (3, 3, 4):
+        sessions, factory = recording()
+        run = run_stream(factory, np.zeros(4 * SR, dtype=np.float32), "realtime", chunk_s=0.1,
+                         clock=ScheduledClock(seed, 0.1, 0.9))
+        runs.append((sessions[0].pushes, [w.emitted_at for w in run.words]))
+        assert sum(sessions[0].pushes) == pytest.approx(4.0) and len(sessions[0].pushes) < 40
+    assert runs[0] == runs[1] != runs[2]
+    with pytest.raises(ValueError, match="low_s"):
+        ScheduledClock(0, 1.0, 0.5)
 
 
 def test_offline_driver_pushes_everything_at_the_end() -> None:

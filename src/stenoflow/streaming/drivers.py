@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -125,6 +126,24 @@ class ComputeAwareClock:
         t0 = time.perf_counter()
         out = fn()
         self._t += time.perf_counter() - t0
+        return out
+
+
+class ScheduledClock(ComputeAwareClock):
+    """Simulated real time in which each call costs a duration drawn from a seeded uniform
+    range, whatever it really took: a schedule of rounds like the realtime clock's that repeats
+    exactly, so that a word lost under one schedule can be found again (tests)."""
+
+    def __init__(self, seed: int, low_s: float = 0.05, high_s: float = 1.6) -> None:
+        if not 0 <= low_s <= high_s:
+            raise ValueError(f"need 0 <= low_s <= high_s, got {low_s}, {high_s}")
+        super().__init__()
+        self._rng = random.Random(seed)
+        self._low, self._high = low_s, high_s
+
+    def call(self, fn: Callable[[], T]) -> T:
+        out = fn()
+        self._t += self._rng.uniform(self._low, self._high)
         return out
 
 
