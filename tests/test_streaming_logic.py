@@ -345,6 +345,40 @@ def test_sentence_ends_trim_when_the_model_writes_one_long_segment() -> None:
     assert max(seen[0] for seen in policy.seen) <= 11.0 + 1e-6  # never reached the 20 s cap
 
 
+@dataclass
+class DeafPolicy(ScriptedPolicy):
+    """Hears nothing after ``deaf_from`` s until the buffer reaches ``deaf_until`` s, while its
+    segments still close in the unheard audio and at the buffer's end."""
+
+    deaf_from: float = 6.0
+    deaf_until: float = 18.0
+
+    def run(self, model: object, samples: np.ndarray, prompt: str, previous: PreviousRound | None) -> RoundResult:
+        result = super().run(model, samples, prompt, previous)
+        offset, duration = float(samples[0]), samples.size / SR
+        if offset + duration >= self.deaf_until:
+            return result
+        heard = tuple(w for w in result.words if w.end + offset <= self.deaf_from + 1e-6)
+        return RoundResult(heard, (duration - 3.0, duration), (), result.stats)
+
+
+def test_segments_closed_over_speech_a_round_did_not_hear_do_not_trim_it() -> None:
+    """Whisper-Streaming cuts at the last closed segment but one; a round deaf to the speech after
+    the committed words still closes segments over it, and the cut dropped 15 s of speech
+    untranscribed. A cut with no word unconfirmed stops at the committed words."""
+    script = sentence_script(10)
+    # (The stall trim, which keeps the last seconds of a round that heard nothing, is off: this
+    # clock audio has no sound for it to keep.)
+    session, _ = scripted_session(script, DeafPolicy, step=1.0, buffer_trim_s=10.0, max_buffer_s=20.0,
+                                       stall_trim_s=None)
+    audio = clock_audio(30.0)
+    committed: list[TimedWord] = []
+    for i in range(0, audio.size, SR // 2):
+        committed += session.push(audio[i: i + SR // 2]).committed
+    committed += session.finish().committed
+    assert [w.word for w in committed] == [w.word for w in script]
+
+
 def test_stall_trim_cuts_after_a_fully_committed_hypothesis() -> None:
     # Speech for 3 s, then a decoder that hears nothing more: rounds stall on the same words.
     script = sentence_script(1)

@@ -385,14 +385,17 @@ class StreamSession:
         a decoding that stops short still closes its last segment at the end of the buffer) and
         the ends of its sentence-final words but the last (small models often write a whole
         buffer as one segment). A cut must precede the first unconfirmed word, in this round's
-        own timing, so only committed speech leaves the buffer.
+        own timing (with none, the last committed word's end), so only committed speech leaves the
+        buffer.
         """
         tail = self.agreement.complete()
         if not tail and self._stall_trim(result, offset):
             return
         if self.buffer.duration <= self.options.trim_s:
             return
-        limit = tail[0].start if tail else self.buffer.end
+        # With no word unconfirmed, the round may still have heard nothing after the committed
+        # words while its last segment closed at the buffer's end: cut no further than them.
+        limit = tail[0].start if tail else max(self.agreement.committed_end, offset) + SNAP_S
         sentence_ends = [w.end for w in result.words[:-1] if w.word.rstrip().endswith(SENTENCE_END)]
         ends = [offset + e for e in (*result.segment_ends[:-1], *sentence_ends) if offset + e <= limit + 1e-6]
         if ends and max(ends) > offset:
