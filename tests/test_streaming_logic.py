@@ -296,6 +296,14 @@ def scripted_session(script: list[TimedWord], policy_type: type[ScriptedPolicy] 
     return session, policy
 
 
+def stream_half_seconds(session: StreamSession, audio: np.ndarray) -> list[TimedWord]:
+    """Push ``audio`` in half-second pieces, then finish: every word committed, in order."""
+    committed: list[TimedWord] = []
+    for i in range(0, audio.size, SR // 2):
+        committed += session.push(audio[i: i + SR // 2]).committed
+    return committed + list(session.finish().committed)
+
+
 def sentence_script(n_sentences: int, words_per: int = 6, width: float = 0.5) -> list[TimedWord]:
     out: list[TimedWord] = []
     t = 0.0
@@ -336,11 +344,7 @@ def test_sentence_ends_trim_when_the_model_writes_one_long_segment() -> None:
     script = sentence_script(20)
     session, policy = scripted_session(script, step=1.0, buffer_trim_s=10.0, max_buffer_s=20.0)
     policy.segment_ends = False
-    audio = clock_audio(60.0)
-    committed: list[TimedWord] = []
-    for i in range(0, audio.size, SR // 2):
-        committed += session.push(audio[i: i + SR // 2]).committed
-    committed += session.finish().committed
+    committed = stream_half_seconds(session, clock_audio(60.0))
     assert [w.word for w in committed] == [w.word for w in script]
     assert max(seen[0] for seen in policy.seen) <= 11.0 + 1e-6  # never reached the 20 s cap
 
@@ -370,12 +374,8 @@ def test_segments_closed_over_speech_a_round_did_not_hear_do_not_trim_it() -> No
     # (The stall trim, which keeps the last seconds of a round that heard nothing, is off: this
     # clock audio has no sound for it to keep.)
     session, _ = scripted_session(script, DeafPolicy, step=1.0, buffer_trim_s=10.0, max_buffer_s=20.0,
-                                       stall_trim_s=None)
-    audio = clock_audio(30.0)
-    committed: list[TimedWord] = []
-    for i in range(0, audio.size, SR // 2):
-        committed += session.push(audio[i: i + SR // 2]).committed
-    committed += session.finish().committed
+                                  stall_trim_s=None)
+    committed = stream_half_seconds(session, clock_audio(30.0))
     assert [w.word for w in committed] == [w.word for w in script]
 
 
