@@ -571,13 +571,18 @@ def speech_allowance(word: str) -> float:
     return MAX_WORD_SPEECH_S + DIGIT_SPEECH_S * sum(ch.isdigit() for ch in word)
 
 
+def said_keys(words: Sequence[HeardWord]) -> list[str]:
+    """The words' comparison keys, a number spelled or in digits alike ("seven", "7.")."""
+    return [same_number(word_key(w.word.word)) for w in words]
+
+
 def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:
     """How many words at the start of ``words`` repeat the last committed words (numbers spelled
     or in digits alike): the longest verbatim repeat of two or more; one when ``words`` are
     nothing but the last committed word again (the decoder looping on it: "Seven. 7. 7."); else
     0. A single word said twice before others ("That that is") is speech too often to drop."""
-    keys = [same_number(word_key(w.word.word)) for w in words]
-    ends = [same_number(word_key(w.word.word)) for w in committed[-len(keys):]] if keys else []
+    keys = said_keys(words)
+    ends = said_keys(committed[-len(keys):]) if keys else []
     for k in range(min(len(keys), len(ends)), 1, -1):
         if keys[:k] == ends[len(ends) - k:]:
             return k
@@ -587,10 +592,10 @@ def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> i
 def restart_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:
     """``len(words)`` when ``words`` are nothing but the start of the last committed sentence
     again (the decoder starting it over: "Open" after "Open the front door."), else 0."""
-    keys = [same_number(word_key(w.word.word)) for w in words]
+    keys = said_keys(words)
     start = next((i for i in range(len(committed) - 1, 0, -1)
                   if committed[i - 1].word.word.rstrip().endswith(SENTENCE_END)), 0)
-    sentence = [same_number(word_key(w.word.word)) for w in committed[start:]]
+    sentence = said_keys(committed[start:])
     return len(keys) if keys and len(keys) < len(sentence) and sentence[: len(keys)] == keys else 0
 
 
@@ -643,7 +648,7 @@ def repeats_committed(words: Sequence[HeardWord], committed: Sequence[HeardWord]
     Conditioned on its prompt, over speech it cannot make out, Whisper writes the prompt again
     ("Go forward 10 meters." over "Down. Enter."); unconditioned, it does not."""
     def runs(ws: Sequence[HeardWord]) -> set[tuple[str, ...]]:
-        keys = [same_number(word_key(w.word.word)) for w in ws]
+        keys = said_keys(ws)
         return {tuple(keys[k : k + PROMPT_COPY_WORDS]) for k in range(len(keys) - PROMPT_COPY_WORDS + 1)}
 
     return bool(runs(words) & runs(committed))
