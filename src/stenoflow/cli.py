@@ -592,8 +592,8 @@ def bench_lines(specs: Sequence[str], models: Sequence[str]) -> tuple[BenchLine,
     for spec in specs:
         name, sep, flags = spec.partition("=")
         name, flags = name.strip(), " ".join(flags.split())
-        if not sep or not name or "/" in name or name in ("default", "offline") or name in names:
-            raise ValueError(f"--line takes NAME=OPTIONS with a new name (not default or offline, no '/'), "
+        if not sep or not name or "/" in name or name.startswith(("default", "offline")) or name in names:
+            raise ValueError(f"--line takes NAME=OPTIONS with a new name (not starting default or offline, no '/'), "
                              f"e.g. 'gated=--beam-size 5 --gate 1', got {spec!r}")
         names.add(name)
         try:

@@ -130,6 +130,12 @@ def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[Ben
     for name in options.models:
         configs.append(BenchConfig(f"{name}/offline", lambda n=name: OfflineSession(models.get(n), 5),
                                    "offline", name, {"beam_size": 5, "compute": "float32"}))
+        # The whole file decoded as the default decodes (its beam and compute): what the
+        # streaming itself costs, apart from what its decoding gives up against beam 5 in float32.
+        configs.append(BenchConfig(
+            f"{name}/offline-default-decoding",
+            lambda n=name: OfflineSession(models.get(n, default_compute), default.beam_size),
+            "offline", name, {"beam_size": default.beam_size, "compute": default_compute}))
         default_options = with_stored_split(default, name, default_compute)
         lines = [(f"{name}/default", default_compute, default_options)]
         for s in [*(stages[label] for label in options.stages), *extra]:
@@ -396,7 +402,9 @@ def plot(rows: Sequence[dict[str, object]], path: Path) -> None:
         assert isinstance(lat, dict)
         y = 100 * float(r["wer"])  # type: ignore[arg-type]
         if r["mode"] == "offline":
-            ax.axhline(y, color=colour, linestyle="--", linewidth=1, label=f"{model} offline")
+            same_decoding = str(r["name"]).endswith("default-decoding")
+            ax.axhline(y, color=colour, linestyle=":" if same_decoding else "--", linewidth=1,
+                       label=f"{model} offline" + (", the default's decoding" if same_decoding else ""))
             continue
         if np.isfinite(lat["mean"]):
             ax.scatter([lat["mean"]], [y], color=colour)
