@@ -193,14 +193,15 @@ def test_words_alone_between_silences_are_committed_once(base_default: Model, st
     assert_lone_words_committed_once(stream, run)
 
 
-@pytest.mark.parametrize(("stream", "seed"), [("again", 5), ("words", 1), ("words", 11)])
+@pytest.mark.parametrize(("stream", "seed"), [("again", 5), ("words", 1), ("words", 11), ("words", 13)])
 def test_words_alone_are_committed_once_where_rounds_fell_that_lost_them(base_default: Model, stream: str,
                                                                         seed: int) -> None:
     """Realtime rounds fall where the compute puts them; under these seeded schedules of round
     costs (``ScheduledClock``) words were lost. "Again." said three times, written by a round as
     a loop of four, was cut to its first copy, and the rest heard alone laid one "Again." over
     both; alone, the final hearing laid "Enter" over "Down. ... Enter.", and the last round's
-    "Down." gave way to it."""
+    "Down." gave way to it; the last round wrote its prompt again ("Go forward 10 meters.") in
+    place of the "Down." the round before left unconfirmed."""
     items, tail, first_voice = LONE_WORDS[stream]
     run = run_stream(lambda: base_default.stream(), spoken(items, tail, first_voice), "realtime", chunk_s=0.1,
                      clock=ScheduledClock(seed))

@@ -10,6 +10,7 @@ from stenoflow.decoding.reference import DraftMatcher, Verdict
 from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
 from stenoflow.streaming.events import TimedWord
 from stenoflow.streaming.live import (
+    copies_prompt,
     echo_length,
     final_words,
     is_variant,
@@ -452,6 +453,16 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
     copy = [hw(" forward", 28.3, 29.0), hw(" 10", 29.0, 30.7), hw(" meters.", 30.7, 33.3)]
     assert final_words(alone, copy, lambda t: 0.5, said) == alone
     assert final_words(alone, copy, lambda t: 0.5, said[2:]) == copy
+    # A last round that shares no word with the final hearing stands, and what the final hearing
+    # put after its last word follows it where there is sound after that word ("Down." left
+    # unconfirmed, then "Enter" heard alone, laid over both) ...
+    def sound_after(t: float) -> float:
+        return 0.3 * (t > 32.4) + 0.4 * (t > 30.0)  # "Down." from 29.7 s, "Enter." from 32.4 s
+
+    assert [w.word.word for w in final_words(alone, down[:1], sound_after)] == [" Down.", " Enter"]
+    # ... not where it heard nothing after it, nor words it put before the last round's end.
+    assert final_words(alone, down[:1], lambda t: 0.4) == down[:1]
+    assert final_words([hw(" Dawn", 29.7, 30.7)], down[:1], sound_after) == down[:1]
 
 
 def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:
@@ -488,3 +499,15 @@ def test_a_loop_keeps_the_copies_dtw_gives_audio_of_their_own() -> None:
     assert heard_copies(enter, [t for w in enter for t in w.tokens], start=3, unit=2) == 2
     # One word of a repeated token has no copy of its own.
     assert heard_copies([hw(" hahaha", 1.0, 2.0, tokens=(4, 4, 4, 4))], [4, 4, 4, 4], start=1, unit=1) == 0
+
+
+def test_a_round_that_writes_its_prompt_again_in_place_of_the_unconfirmed_words_is_void() -> None:
+    said = [hw(f" {w}", 5.0 + i, 5.5 + i) for i, w in enumerate(("Go", "forward", "ten", "meters.", "Yes."))]
+    down = [hw(" Down.", 29.7, 30.8)]
+    copy = [hw(" forward", 28.3, 29.0), hw(" 10", 29.0, 30.7), hw(" meters.", 30.7, 33.3)]
+    assert copies_prompt(copy, down, said)
+    # Nothing left unconfirmed, too few committed words written again, or the phrase said again
+    # after the unconfirmed words (it shares them): not a copy in their place.
+    assert not copies_prompt(copy, [], said)
+    assert not copies_prompt(copy, down, said[2:])
+    assert not copies_prompt([*down, *copy], down, said)

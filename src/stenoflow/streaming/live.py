@@ -105,6 +105,7 @@ class LiveSession:
         self._tail: list[HeardWord] = []  # the last round's uncommitted words: the next draft
         self._ahead: Encoded | None = None  # stage A of the next round, done ahead
         self._previous: Heard | None = None  # the last round's whole hearing (the next draft)
+        self._copied = False  # the last round was void: it wrote committed words again (copies_prompt)
         self._dropped = 0  # committed words pruned from _committed (only their text is kept)
         self.rounds_run = 0
         self._heard_end = 0.0  # absolute end of the audio the rounds so far took
@@ -195,18 +196,29 @@ class LiveSession:
         else:
             heard = self._decode(encoded, draft, hold)
             self._ahead = self._encode(ahead) if ahead is not None else None
-        self._previous = heard
+        whole = heard
         heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before, heard.end)))
         heard, retried = self._unless_deaf(inp, heard, heard_before)
-        n = self.policy.commit(self._tail, heard)
-        committed = forced + self._record(heard.words[:n])
-        self._tail = list(heard.words[n:])
+        copied = not self._copied and copies_prompt(heard.words, self._tail, self._committed[-CONTEXT_WORDS:])
+        if copied:
+            # Conditioned on its prompt, over speech it could not make out, the decoder wrote the
+            # prompt again in place of every word the last round left unconfirmed ("Go forward
+            # 10 meters." over "Down."): this round is void, and those words wait for the next.
+            log.debug("round wrote committed words again (%r) in place of %r: void",
+                      "".join(w.word.word for w in heard.words), "".join(w.word.word for w in self._tail))
+            committed = forced
+        else:
+            self._previous = whole
+            n = self.policy.commit(self._tail, heard)
+            committed = forced + self._record(heard.words[:n])
+            self._tail = list(heard.words[n:])
+        self._copied = copied
         self._cut()
         self.rounds_run += 1
         stats = {"round": float(self.rounds_run), "buffer_start": inp.offset, "audio_end": heard.end,
                  "buffer_s": heard.end - inp.offset, "committed": float(len(committed)),
                  "retried": float(retried), "pipelined": float(ahead is not None and self.pipeline is not None),
-                 **heard.stats, "round_ms": 1000 * (time.perf_counter() - t0)}
+                 "void": float(copied), **heard.stats, "round_ms": 1000 * (time.perf_counter() - t0)}
         log.debug("round %d: %.2f-%.2f s, %d committed, tail %r", self.rounds_run, inp.offset,
                   heard.end, len(committed), "".join(w.word.word for w in self._tail))
         return committed, stats
@@ -606,7 +618,8 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
 
     Alone, a second of audio can make Whisper write anything ("country" as "I'm afraid."): a
     final hearing that shares no word with ``tail`` does not replace it, unless ``tail`` writes
-    ``committed`` words again (see :func:`repeats_committed`). One that does is taken
+    ``committed`` words again (see :func:`repeats_committed`); the words it puts after the last
+    of ``tail`` over sound there follow it. One that shares a word is taken
     with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
     "were 10 meters") or merges into the next one ("for" and "25" as "425"). Where both put
@@ -622,6 +635,14 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
             log.debug("final hearing %r in place of %r, which writes committed words again",
                       "".join(w.word.word for w in heard), "".join(w.word.word for w in tail))
             return heard
+        # The last round stands; what the final hearing heard after its last word, over sound
+        # there, the last round had not heard yet.
+        end = tail[-1].word.end
+        k = next((k for k, w in enumerate(heard) if mostly_after(w, end)), len(heard))
+        if k < len(heard) and sound_to(heard[-1].word.end) - sound_to(end) >= ECHO_SOUND_S:
+            log.debug("kept %r, then %r heard alone after it", "".join(w.word.word for w in tail),
+                      "".join(w.word.word for w in heard[k:]))
+            return [*tail, *heard[k:]]
         return tail
     j = keys.index(word_key(heard[i].word.word))
     if i and j and tail[j - 1].word.start <= heard[i].word.start:
@@ -652,6 +673,14 @@ def repeats_committed(words: Sequence[HeardWord], committed: Sequence[HeardWord]
         return {tuple(keys[k : k + PROMPT_COPY_WORDS]) for k in range(len(keys) - PROMPT_COPY_WORDS + 1)}
 
     return bool(runs(words) & runs(committed))
+
+
+def copies_prompt(words: Sequence[HeardWord], tail: Sequence[HeardWord], committed: Sequence[HeardWord]) -> bool:
+    """Whether a round's new ``words`` write ``committed`` words again (see
+    :func:`repeats_committed`) in place of ``tail``, the words the last round left unconfirmed,
+    sharing none of them. A speaker may say a phrase again, but its words then come after the
+    unconfirmed ones, or as them."""
+    return bool(tail) and repeats_committed(words, committed) and not set(said_keys(words)) & set(said_keys(tail))
 
 
 def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4,
