@@ -43,6 +43,8 @@ from stenoflow.streaming.variants import ABLATION, Stage, cpu_compute
 
 log = logging.getLogger(__name__)
 
+SAME_DECODING = "offline-default-decoding"  # the line that decodes whole files as the default does
+
 
 @dataclass(frozen=True)
 class BenchLine:
@@ -133,7 +135,7 @@ def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[Ben
         # The whole file decoded as the default decodes (its beam and compute): what the
         # streaming itself costs, apart from what its decoding gives up against beam 5 in float32.
         configs.append(BenchConfig(
-            f"{name}/offline-default-decoding",
+            f"{name}/{SAME_DECODING}",
             lambda n=name: OfflineSession(models.get(n, default_compute), default.beam_size),
             "offline", name, {"beam_size": default.beam_size, "compute": default_compute}))
         default_options = with_stored_split(default, name, default_compute)
@@ -402,7 +404,7 @@ def plot(rows: Sequence[dict[str, object]], path: Path) -> None:
         assert isinstance(lat, dict)
         y = 100 * float(r["wer"])  # type: ignore[arg-type]
         if r["mode"] == "offline":
-            same_decoding = str(r["name"]).endswith("default-decoding")
+            same_decoding = str(r["name"]).endswith(SAME_DECODING)
             ax.axhline(y, color=colour, linestyle=":" if same_decoding else "--", linewidth=1,
                        label=f"{model} offline" + (", the default's decoding" if same_decoding else ""))
             continue

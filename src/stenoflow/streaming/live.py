@@ -680,7 +680,7 @@ def copies_prompt(words: Sequence[HeardWord], tail: Sequence[HeardWord], committ
     :func:`repeats_committed`) in place of ``tail``, the words the last round left unconfirmed,
     sharing none of them. A speaker may say a phrase again, but its words then come after the
     unconfirmed ones, or as them."""
-    return bool(tail) and repeats_committed(words, committed) and not set(said_keys(words)) & set(said_keys(tail))
+    return bool(tail) and not set(said_keys(words)) & set(said_keys(tail)) and repeats_committed(words, committed)
 
 
 def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], window_s: float = 0.4,
