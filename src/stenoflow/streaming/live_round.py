@@ -34,6 +34,7 @@ import torch
 from stenoflow.audio.features import HOP_LENGTH
 from stenoflow.audio.io import WINDOW_S
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
+from stenoflow.decoding.reference import TokenKinds
 from stenoflow.decoding.repetition import text_loop
 from stenoflow.decoding.speculative import DraftModel, DraftWindow
 from stenoflow.decoding.task import DecodingTask, Prefilled
@@ -96,7 +97,7 @@ class HeardWord:
 
     word: TimedWord
     tokens: tuple[int, ...]
-    heard_at: float  # absolute time of the latest audio position its tokens attend to most
+    heard_at: float  # absolute time of the latest audio position its spoken tokens attend to most
     span: tuple[int, int] = (0, 0)  # where its tokens lie in the round's decoded tokens
 
 
@@ -142,6 +143,7 @@ class LiveRound:
         self.heads = model.medusa(options.medusa) if options.medusa else None
         self.draft_model = model.draft_model(options.speculative) if options.speculative else None
         self.pair = DraftModel.pair(self.draft_model.context, model.tokenizer) if self.draft_model else None
+        self.kinds = TokenKinds(model.tokenizer)  # which tokens are punctuation (decoded once each)
 
     # --- stage A ------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -237,7 +239,7 @@ class LiveRound:
         index = 0
         for w in timings:
             first, index = index, index + len(w.tokens)
-            at = max(heard_at[first:index]) / FRAMES_PER_SECOND
+            at = self._heard_at(tokens[first:index], heard_at[first:index]) / FRAMES_PER_SECOND
             p = float(np.mean(token_probs[first:index])) if token_probs is not None else float("nan")
             words.append(HeardWord(TimedWord(w.word, inp.offset + min(w.start, inp.duration),
                                              inp.offset + min(w.end, inp.duration), p),
@@ -258,6 +260,15 @@ class LiveRound:
             words = words[:run]
         ended = result.ended and loop is None and run is None
         return Heard(tuple(words), end, ended, False, offset=inp.offset, tokens=tuple(seq))
+
+    def _heard_at(self, tokens: Sequence[int], positions: Sequence[int]) -> int:
+        """The latest position a word's spoken tokens attend to most. A sentence's closing
+        punctuation attends to the silence after it, further the more of it there is ("hair."
+        read off 0.9 s past the word, 0.2 s before the end of the audio): it says the sentence
+        ended, not where the word was heard, and would hold the word back until long after it
+        was said. A word of punctuation alone keeps its own position."""
+        spoken = [at for t, at in zip(tokens, positions, strict=True) if not self.kinds.skippable(t)]
+        return max(spoken or positions)
 
     def _teacher_forced_alignment(self, cross: CrossKV, tokens: list[int]) -> torch.Tensor:
         """Attention rows for ``tokens`` from one more pass (after a beam search, whose rows were
