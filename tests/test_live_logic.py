@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from stenoflow.bench.normalize import normalize_text
@@ -19,6 +21,7 @@ from stenoflow.streaming.live import (
     restart_length,
     spoken_length,
     stretched_at,
+    where_spoken,
 )
 from stenoflow.streaming.live_round import Heard, HeardWord, heard_copies, unheard_run
 from stenoflow.streaming.session import StreamOptions
@@ -243,6 +246,24 @@ def test_the_start_of_the_last_committed_sentence_alone_is_a_restart() -> None:
     assert restart_length([*start, hw(" window.", 11.3, 11.6)], COMMITTED) == 0  # another sentence
     assert restart_length([hw(" the", 10.9, 11.3)], COMMITTED) == 0
     assert restart_length([], COMMITTED) == 0 and restart_length(start, []) == 0
+
+
+def test_punctuation_read_off_the_silence_a_stream_ends_in_does_not_hold_its_word_back() -> None:
+    def speech_in(*spans: tuple[float, float]) -> Callable[[float, float], float]:
+        return lambda lo, hi: sum(max(0.0, min(hi, b) - max(lo, a)) for a, b in spans)
+
+    hair = HeardWord(TimedWord(" hair.", 36.34, 36.6, 0.9), (1, 2), 37.8, (0, 2), spoken_at=36.44)
+    his = hw(" his", 35.98, 36.34, 36.16)
+    # The period attended to 37.8 s, in the silence after the speech, and the audio ends in silence.
+    words = where_spoken([his, hair], speech_in((35.0, 36.7)), 38.0, 0.4)
+    assert [w.heard_at for w in words] == [36.16, 36.44]
+    # Speech near the end of the audio: the punctuation may be waiting for it ("$17.67." for "cents").
+    assert where_spoken([his, hair], speech_in((35.0, 36.7), (37.7, 38.0)), 38.0, 0.4)[1].heard_at == 37.8
+    # Punctuation read off speech counts, wherever the audio ends.
+    cents = HeardWord(TimedWord(".67.", 30.36, 31.38, 0.9), (3, 4), 31.8, (2, 4), spoken_at=30.88)
+    assert where_spoken([cents], speech_in((29.5, 31.4), (31.57, 32.07)), 33.0, 0.4)[0].heard_at == 31.8
+    # A word with no punctuation read later is left as it is.
+    assert where_spoken([his], speech_in(), 38.0, 0.4) == [his]
 
 
 # --- varied streams -------------------------------------------------------------------------

@@ -82,6 +82,7 @@ MAX_WORD_SPEECH_S = 1.5  # a word DTW lays over more speech than this was stretc
 # ... but a number in digits is said in several words ("$947." as "nine hundred and forty-seven
 # dollars", 1.5 s): it may span this much more speech per digit
 DIGIT_SPEECH_S = 0.6
+SILENT_READ_S = 0.1  # punctuation read this far from any speech was read off silence
 
 
 class LiveSession:
@@ -272,7 +273,8 @@ class LiveSession:
         stream's final hearing, which no later round repeats."""
         context = self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :]
         fresh = self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause), end)
-        return self._spoken(fresh, end, final)
+        quiet = self.options.align_frames / FRAMES_PER_SECOND
+        return where_spoken(self._spoken(fresh, end, final), self.speech.seconds, end, quiet)
 
     def _spoken(self, words: list[HeardWord], end: float, final: bool) -> list[HeardWord]:
         """``words`` (heard in audio that ends at ``end``) up to the last one speech lies near
@@ -544,6 +546,23 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     # audio the decoder did not hear ("day." over 71.6-77.8 s, after it stopped at "in a day.").
     fresh = [w for w in words if mostly_after(w, committed_end) and w.word.start >= committed_end - MISPLACED_S]
     return drop_clipped_repeat(fresh, committed[-1:], sound=sound)
+
+
+def where_spoken(words: Sequence[HeardWord], speech: Callable[[float, float], float], end: float,
+                 quiet_s: float) -> list[HeardWord]:
+    """``words`` (heard in audio that ends at ``end``), each heard where its spoken tokens were
+    when the punctuation after them was read off silence (no ``speech`` within
+    ``SILENT_READ_S`` of it, or past the end of the audio) and the audio ends in ``quiet_s`` of
+    silence. A sentence's closing punctuation attends to the silence after it, near the end of
+    what a round heard, however much of it there is: read as where the word was heard, it held
+    "hair." back until 1.2-2 s of audio after it, 0.4 s being the margin. Punctuation read off
+    speech, or with speech near the end of the audio, still counts: Whisper writes "sixty
+    seven cents" as "$17.67.", whose period waits for "cents" after the pause before it."""
+    if speech(end - quiet_s, end):
+        return list(words)
+    return [replace(w, heard_at=w.spoken_at)
+            if w.spoken_at is not None and not speech(w.heard_at - SILENT_READ_S, w.heard_at + SILENT_READ_S)
+            else w for w in words]
 
 
 def mostly_after(word: HeardWord, time: float) -> bool:

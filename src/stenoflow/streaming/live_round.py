@@ -97,8 +97,10 @@ class HeardWord:
 
     word: TimedWord
     tokens: tuple[int, ...]
-    heard_at: float  # absolute time of the latest audio position its spoken tokens attend to most
+    heard_at: float  # absolute time of the latest audio position its tokens attend to most
     span: tuple[int, int] = (0, 0)  # where its tokens lie in the round's decoded tokens
+    # the same for its spoken tokens, where punctuation after them attends to later audio
+    spoken_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -239,11 +241,13 @@ class LiveRound:
         index = 0
         for w in timings:
             first, index = index, index + len(w.tokens)
-            at = self._heard_at(tokens[first:index], heard_at[first:index]) / FRAMES_PER_SECOND
+            at = max(heard_at[first:index]) / FRAMES_PER_SECOND
+            spoken = self._spoken_at(tokens[first:index], heard_at[first:index]) / FRAMES_PER_SECOND
             p = float(np.mean(token_probs[first:index])) if token_probs is not None else float("nan")
             words.append(HeardWord(TimedWord(w.word, inp.offset + min(w.start, inp.duration),
                                              inp.offset + min(w.end, inp.duration), p),
-                                   tuple(tokens[first:index]), inp.offset + at, (rows[first], rows[index - 1] + 1)))
+                                   tuple(tokens[first:index]), inp.offset + at, (rows[first], rows[index - 1] + 1),
+                                   inp.offset + spoken if spoken < at else None))
         if loop is not None:
             k = heard_copies(words, tokens, rows.index(loop[0]), loop[1])
             log.debug("round output loops from %r: kept %r", "".join(w.word.word for w in words[k:]),
@@ -261,12 +265,10 @@ class LiveRound:
         ended = result.ended and loop is None and run is None
         return Heard(tuple(words), end, ended, False, offset=inp.offset, tokens=tuple(seq))
 
-    def _heard_at(self, tokens: Sequence[int], positions: Sequence[int]) -> int:
-        """The latest position a word's spoken tokens attend to most. A sentence's closing
-        punctuation attends to the silence after it, further the more of it there is ("hair."
-        read off 0.9 s past the word, 0.2 s before the end of the audio): it says the sentence
-        ended, not where the word was heard, and would hold the word back until long after it
-        was said. A word of punctuation alone keeps its own position."""
+    def _spoken_at(self, tokens: Sequence[int], positions: Sequence[int]) -> int:
+        """The latest position a word's spoken tokens attend to most (a word of punctuation
+        alone: its own). A sentence's closing punctuation may attend to the silence after it,
+        and the more of it a round hears, the further (see ``LiveSession._where_spoken``)."""
         spoken = [at for t, at in zip(tokens, positions, strict=True) if not self.kinds.skippable(t)]
         return max(spoken or positions)
 
