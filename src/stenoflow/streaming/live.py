@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stenoflow.decoding.timing import FRAMES_PER_SECOND
 from stenoflow.memory import HeapTrimmer
 from stenoflow.streaming.agreement import tail_prefix_alignment, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
@@ -258,7 +257,7 @@ class LiveSession:
         ``beam_tail``, how many of its tokens are words this round may commit, over which the
         beam stays shut (0: none)."""
         if self._previous is not None:
-            until = inp.end - self.options.align_frames / FRAMES_PER_SECOND
+            until = inp.end - self.options.margin_s
             draft, hold = self._previous.draft(inp.offset, self.model.tokenizer.timestamp_begin, until)
             if draft:
                 return draft, hold if self.options.beam_tail else 0
@@ -273,8 +272,7 @@ class LiveSession:
         stream's final hearing, which no later round repeats."""
         context = self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :]
         fresh = self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause), end)
-        quiet = self.options.align_frames / FRAMES_PER_SECOND
-        return where_spoken(self._spoken(fresh, end, final), self.speech.seconds, end, quiet)
+        return where_spoken(self._spoken(fresh, end, final), self.speech.seconds, end, self.options.margin_s)
 
     def _spoken(self, words: list[HeardWord], end: float, final: bool) -> list[HeardWord]:
         """``words`` (heard in audio that ends at ``end``) up to the last one speech lies near

@@ -99,8 +99,8 @@ class HeardWord:
     tokens: tuple[int, ...]
     heard_at: float  # absolute time of the latest audio position its tokens attend to most
     span: tuple[int, int] = (0, 0)  # where its tokens lie in the round's decoded tokens
-    # the same for its spoken tokens, where punctuation after them attends to later audio
-    spoken_at: float | None = None
+    # the same for its spoken tokens alone, where punctuation after them attends to later audio
+    spoken_at: float | None = None  # (None: where heard_at is)
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ class LiveRound:
             words = words[:k]
         # Like a loop, words that were not heard end what the round heard, unless no later round
         # hears this audio again.
-        run = None if final else unheard_run(words, end - o.align_frames / FRAMES_PER_SECOND)
+        run = None if final else unheard_run(words, end - o.margin_s)
         if run is not None:
             log.debug("round output has %r at one instant: kept the words before it",
                       "".join(w.word.word for w in words[run:]))
@@ -268,7 +268,7 @@ class LiveRound:
     def _spoken_at(self, tokens: Sequence[int], positions: Sequence[int]) -> int:
         """The latest position a word's spoken tokens attend to most (a word of punctuation
         alone: its own). A sentence's closing punctuation may attend to the silence after it,
-        and the more of it a round hears, the further (see ``LiveSession._where_spoken``)."""
+        and the more of it a round hears, the further (see :func:`stenoflow.streaming.live.where_spoken`)."""
         spoken = [at for t, at in zip(tokens, positions, strict=True) if not self.kinds.skippable(t)]
         return max(spoken or positions)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from stenoflow.audio.io import WINDOW_S
 from stenoflow.decoding.options import DecodingOptions, verify_options
+from stenoflow.decoding.timing import FRAMES_PER_SECOND
 from stenoflow.streaming.agreement import AgreementOptions, LocalAgreement
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.events import SENTENCE_END, StreamingSession, StreamUpdate, TimedWord
@@ -210,6 +211,11 @@ class StreamOptions:
     def prompt_limit(self) -> int:
         """``prompt_chars``, or the policy's own when it is None."""
         return PROMPT_BY_POLICY[self.policy] if self.prompt_chars is None else self.prompt_chars
+
+    @property
+    def margin_s(self) -> float:
+        """Audio a live round must hear after a word for the word to be final (``align_frames``)."""
+        return self.align_frames / FRAMES_PER_SECOND
 
     @property
     def max_intake_s(self) -> float:
