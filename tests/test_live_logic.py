@@ -484,6 +484,12 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
     # ... not where it heard nothing after it, nor words it put before the last round's end.
     assert final_words(alone, down[:1], lambda t: 0.4) == down[:1]
     assert final_words([hw(" Dawn", 29.7, 30.7)], down[:1], sound_after) == down[:1]
+    # Words a deaf round's retry heard alone have no context to speak for them: the final
+    # hearing replaces them, shared words or not.
+    looped = [hw(" of", 77.9, 78.0), hw(" the", 78.0, 78.1), hw(" Father", 78.1, 78.5)]
+    assert final_words([hw(" high.", 78.3, 78.9)], looped, sound_after) == looped
+    assert final_words([hw(" high.", 78.3, 78.9)], looped, sound_after, tail_alone=True) == [hw(" high.", 78.3, 78.9)]
+    assert final_words(merged, tail, no_sound, tail_alone=True) == merged
 
 
 def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:

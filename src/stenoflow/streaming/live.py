@@ -14,7 +14,8 @@ Nothing heard is lost:
 * a round that hears nothing new, or that jumps over speech, while the audio after the committed
   words holds speech (by a voice activity model, :mod:`.speech`: a breath is sound, not
   speech; the speech the last committed word's tokens attended to was heard), is decoded again
-  on that audio alone, without prompt or draft;
+  on that audio alone, without prompt or draft (but with two seconds of committed speech
+  before it, as context);
 * when the buffer must lose audio whose words are not final (rounds too slow to confirm them),
   those words are committed as last heard;
 * ``finish()`` decodes the audio after the committed words once more, up to its last sound,
@@ -64,7 +65,13 @@ SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer ke
 DEAF_SPEECH_S = 0.6
 DEAF_EDGE_S = 0.5
 IDLE_SILENCE_S = 1.0  # silence after the last speech a round heard before idle rounds are skipped
-RETRY_LEAD_S = 0.05  # a retry starts this much before the end of the last committed word
+# A retry of a deaf round hears this much committed speech before the end of the last committed
+# word: started at that end, where DTW may end the word early, Whisper writes the rest of it as a
+# word of its own and hears what follows worse ("The Lord's name" over "Turn the volume down").
+RETRY_LEAD_S = 2.0
+# The final hearing starts this much before it: the final hearing is compared word for word with
+# the last round's unconfirmed words (final_words), which start there.
+FINAL_LEAD_S = 0.05
 MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live in the text)
 CONTEXT_WORDS = 100  # committed words a hypothesis start is aligned with
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
@@ -105,6 +112,7 @@ class LiveSession:
         self._tail: list[HeardWord] = []  # the last round's uncommitted words: the next draft
         self._ahead: Encoded | None = None  # stage A of the next round, done ahead
         self._previous: Heard | None = None  # the last round's whole hearing (the next draft)
+        self._tail_alone = False  # the tail was heard alone (a deaf round's retry), not in context
         self._copied = False  # the last round was void: it wrote committed words again (copies_prompt)
         self._dropped = 0  # committed words pruned from _committed (only their text is kept)
         self.rounds_run = 0
@@ -198,7 +206,7 @@ class LiveSession:
             self._ahead = self._encode(ahead) if ahead is not None else None
         whole = heard
         heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before, heard.end)))
-        heard, retried = self._unless_deaf(inp, heard, heard_before)
+        heard, retried, alone = self._unless_deaf(inp, heard, heard_before)
         copied = not self._copied and copies_prompt(heard.words, self._tail, self._committed[-CONTEXT_WORDS:])
         if copied:
             # Conditioned on its prompt, over speech it could not make out, the decoder wrote the
@@ -212,6 +220,7 @@ class LiveSession:
             n = self.policy.commit(self._tail, heard)
             committed = forced + self._record(heard.words[:n])
             self._tail = list(heard.words[n:])
+            self._tail_alone = alone
         self._copied = copied
         self._cut()
         self.rounds_run += 1
@@ -302,7 +311,7 @@ class LiveSession:
             fresh = fresh[k:]
         return fresh
 
-    def _unless_deaf(self, planned: RoundInput, heard: Heard, heard_before: int) -> tuple[Heard, bool]:
+    def _unless_deaf(self, planned: RoundInput, heard: Heard, heard_before: int) -> tuple[Heard, bool, bool]:
         """A round that heard no new word (where there is speech, or where the last round heard
         words over speech), or skipped speech before its first one, is decoded
         again on the audio after the committed words alone, without prompt or draft (a prompt
@@ -310,7 +319,8 @@ class LiveSession:
         nothing, the hearing alone wins if it heard more; where the round skipped speech, what
         the hearing alone puts before the round's first word goes before the round's words:
         alone, Whisper is a worse judge of the words the round heard in context ("Turn right at
-        the next corner" heard alone as "to the next corner")."""
+        the next corner" heard alone as "to the next corner"). Returns the hearing, whether the
+        round was decoded again, and whether its words are all the hearing alone's."""
         start = max(self._committed_end, self.buffer.offset)
         covered = max(start, self._heard_through())
         first = heard.words[0].word.start if heard.words else planned.end
@@ -321,21 +331,22 @@ class LiveSession:
         vanished = not heard.words and any(w.word.end > start and self.speech.seconds(w.word.start, w.word.end)
                                            for w in self._tail)
         if unheard < DEAF_SPEECH_S and not vanished:
-            return heard, False
+            return heard, False, False
         retry = self._hear_alone(planned.end, pad=False)
         if retry is not None:
             retry = replace(retry, words=tuple(self._fresh(retry.words, heard_before, retry.end)))
         if retry is None or not retry.words:
-            return heard, True
+            return heard, True, False
         if heard.words:
             retry_first = retry.words[0].word.start
             skipped = tuple(w for w in retry.words if w.word.end <= first + TIME_TOLERANCE_S)
             if not skipped or self.speech.seconds(covered, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
-                return heard, True
+                return heard, True, False
             retry = replace(retry, words=(*skipped, *heard.words))
         log.debug("round heard %s; alone, the audio after %.2f s gives %r", "nothing" if not heard.words else
                   f"from {first:.2f} s only", start, "".join(w.word.word for w in retry.words))
-        return replace(retry, stats={**heard.stats, **{f"retry_{k}": v for k, v in retry.stats.items()}}), True
+        stats = {**heard.stats, **{f"retry_{k}": v for k, v in retry.stats.items()}}
+        return replace(retry, stats=stats), True, not heard.words
 
     def _heard_through(self) -> float:
         """Where the audio the committed words were heard in ends: the latest audio position the
@@ -348,13 +359,17 @@ class LiveSession:
         return self._committed[-1].heard_at if self._committed else 0.0
 
     def _hear_alone(self, end: float, pad: bool) -> Heard | None:
-        """The audio from the last committed word to ``end`` decoded with no prompt or
-        draft; None if there is too little of it. Where the voice activity model hears as much
+        """The audio from the last committed word to ``end`` decoded with no prompt or draft
+        (a retry: with ``RETRY_LEAD_S`` of the committed speech before it; ``pad``, the final
+        hearing: padded to 30 s, from ``FINAL_LEAD_S`` before it); None if there is too little
+        of it. Where the voice activity model hears as much
         speech in it as makes a round deaf, Whisper's own unsure no-speech guess does not
         silence it: a hearing alone is how a stream's last command is not lost. Words it puts
         in the audio the last committed word was heard in (see ``_heard_through``) are that
-        word's speech written again, not new."""
-        first = round(max(self._committed_end - RETRY_LEAD_S - self.buffer.offset, 0.0) * SAMPLE_RATE)
+        word's speech written again, not new, and so is a first word after them that writes the
+        last committed word again over its own audio (see :func:`drop_clipped_repeat`)."""
+        lead = FINAL_LEAD_S if pad else RETRY_LEAD_S
+        first = round(max(self._committed_end - lead - self.buffer.offset, 0.0) * SAMPLE_RATE)
         last = round((end - self.buffer.offset) * SAMPLE_RATE)
         samples = self.buffer.samples[first:last]
         if samples.size < 0.1 * SAMPLE_RATE:
@@ -362,12 +377,13 @@ class LiveSession:
         start = self.buffer.offset + first / SAMPLE_RATE
         inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= DEAF_SPEECH_S)
         heard = self._decode(self._encode(inp, pad), ())
-        words = drop_clipped_repeat(list(heard.words), self._committed[-1:], sound=self.buffer.sound_after_pause)
+        words = list(heard.words)
         through = self._heard_through()
         k = next((i for i, w in enumerate(words) if mostly_after(w, through)), len(words))
         if k:
             log.debug("dropped %r: heard as part of the last committed word", "".join(w.word.word for w in words[:k]))
-        return replace(heard, words=tuple(words[k:]))
+        words = drop_clipped_repeat(words[k:], self._committed[-1:], sound=self.buffer.sound_after_pause)
+        return replace(heard, words=tuple(words))
 
     def _final_round(self) -> tuple[list[TimedWord], dict[str, float]]:
         forced = self._cap()
@@ -391,10 +407,10 @@ class LiveSession:
                   "".join(w.word.word for w in self._tail), [round(w.word.probability, 2) for w in self._tail])
         if self._tail and words is not self._tail:
             words = final_words(words, self._tail, lambda t: self.buffer.sound_seconds(start, t),
-                                self._committed[-CONTEXT_WORDS:])
+                                self._committed[-CONTEXT_WORDS:], self._tail_alone)
         # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
         committed = forced + self._record(self._unechoed(list(words), end))
-        self._tail = []
+        self._tail, self._tail_alone = [], False
         stats = dict(heard.stats) if heard is not None else {}
         stats.update({"final": 1.0, "committed": float(len(committed)),
                       "round_ms": 1000 * (time.perf_counter() - t0)})
@@ -629,7 +645,7 @@ def restart_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -
 
 
 def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callable[[float], float],
-                committed: Sequence[HeardWord] = ()) -> list[HeardWord]:
+                committed: Sequence[HeardWord] = (), tail_alone: bool = False) -> list[HeardWord]:
     """What a stream's final hearing ``heard`` commits in place of ``tail``, the words the last
     round, in context, left unconfirmed.
 
@@ -644,7 +660,16 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     only the final hearing does, they stand if ``sound_to`` (seconds of sound from the committed
     end to a time) finds a word's worth before the last round's first word: the last round, in
     context, may have been deaf to them. Where only the last round does, they stand if there is
-    sound for them: alone, Whisper may have been deaf to them."""
+    sound for them: alone, Whisper may have been deaf to them.
+
+    All this holds for a last round that heard ``tail`` in context. Where ``tail_alone``, a deaf
+    round's retry heard it alone, in a short window: the final hearing, of the same audio alone
+    but through to its last sound and padded as Whisper was trained, replaces it ("of the Father
+    of the Father of" written over "... down to nine" by a retry, "high." by the final hearing)."""
+    if tail_alone:
+        log.debug("final hearing %r in place of %r, heard alone by a retry", "".join(w.word.word for w in heard),
+                  "".join(w.word.word for w in tail))
+        return heard
     keys = [word_key(w.word.word) for w in tail]
     i = next((k for k, w in enumerate(heard) if word_key(w.word.word) in keys), None)
     if i is None:
