@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stenoflow.decoding.logit_filters import ApplyTimestampRules, SuppressBlank, SuppressTokens
+from stenoflow.decoding.logit_filters import (
+    ApplyTimestampRules,
+    NoEndBefore,
+    SuppressBlank,
+    SuppressTokens,
+)
 from stenoflow.decoding.options import DecodingOptions, verify_options
 from stenoflow.decoding.repetition import LoopRule, StopLoops
 from stenoflow.decoding.strategies import GreedyDecoder, MaximumLikelihoodRanker
@@ -88,6 +93,19 @@ def test_suppress_blank_only_at_start_and_suppress_tokens_always() -> None:
     assert torch.isinf(logits[0, [4, 7]]).all() and torch.isfinite(logits).sum() == V - 2
 
 
+def test_no_end_before_a_length_unless_nothing_else_may_follow() -> None:
+    f = NoEndBefore(EOT, length=4)
+    logits = torch.zeros(2, V)
+    logits[1, :] = float("-inf")
+    logits[1, EOT] = 0.0  # a loop or a segment closed at the audio's end: end-of-text alone
+    f.apply(logits, torch.tensor([[0, 1, 5], [0, 1, 5]]))
+    assert torch.isinf(logits[0, EOT]) and torch.isfinite(logits[0]).sum() == V - 1
+    assert torch.isfinite(logits[1, EOT])
+    logits = torch.zeros(1, V)
+    f.apply(logits, torch.tensor([[0, 1, 5, 6]]))
+    assert torch.isfinite(logits).all()
+
+
 def test_greedy_keeps_finished_rows_finished() -> None:
     g = GreedyDecoder(0.0, EOT)
     tokens = torch.tensor([[0, EOT], [0, 3]])
@@ -134,7 +152,7 @@ def test_filtering_all_positions_at_once_equals_one_row_at_a_time(max_index: int
     sample_begin = 2
     filters = [SuppressBlank([3, EOT], sample_begin), SuppressTokens([4]),
                ApplyTimestampRules(EOT, NO_TS, TB, sample_begin, 5, max_index),
-               StopLoops(LoopRule(), EOT, sample_begin)]
+               StopLoops(LoopRule(), EOT, sample_begin), NoEndBefore(EOT, sample_begin + 6)]
     for trial in range(60):
         length = int(torch.randint(1, 14, (1,), generator=gen))
         # Text, timestamps and repeats of one token, so that pairs, regressions and loops occur.

@@ -339,3 +339,19 @@ def test_rounds_in_a_long_pause_are_skipped_and_change_no_word(tiny: Model, jfk_
     quiet = [float(np.abs(audio[round(a * SR) : round(b * SR)]).max()) for a, b in skipped]
     # Their new audio held no speech: jfk's words peak above 0.4, the room between them below 0.1.
     assert max(quiet) < 0.1, list(zip(skipped, quiet, strict=True))
+
+
+def test_a_round_decoded_again_past_its_end_keeps_its_words_and_goes_on(tiny: Model, jfk_audio: np.ndarray) -> None:
+    """How a round that ended its text too soon is decoded on (the session's ``_past_the_end``):
+    the same encoded buffer decoded again gives the same tokens, and with them as the draft and
+    no end-of-text until one more token, it keeps every one of them and writes past them."""
+    live_round = LiveRound(tiny, StreamOptions().resolved(tiny))
+    encoded = live_round.encode(RoundInput(jfk_audio[: 7 * SR], 0.0, ()))
+    assert live_round.continues(encoded)
+    first = live_round.decode(encoded, ())
+    assert first.ended and "country" in "".join(w.word.word for w in first.words)
+    again = live_round.decode(encoded, ())
+    assert again.tokens == first.tokens
+    more = live_round.decode(encoded, first.tokens, min_tokens=len(first.tokens) + 1)
+    assert more.stats["tokens"] > len(first.tokens)
+    assert more.tokens[: len(first.tokens)] == first.tokens

@@ -45,6 +45,31 @@ class SuppressBlank:
             logits[self.sample_begin - start - 1, self.ids.to(logits.device)] = NEG_INF
 
 
+class NoEndBefore:
+    """No end-of-text until the sequence holds ``length`` tokens, where any other token may
+    follow: decoding goes on past where the decoder would stop (a continuation past a
+    sentence it took for the last one). Applied after the rules that may leave end-of-text
+    alone (a loop, a segment closed at the end of the audio), which it then keeps."""
+
+    def __init__(self, eot: int, length: int) -> None:
+        self.eot = eot
+        self.length = length
+
+    def apply(self, logits: Tensor, tokens: Tensor) -> None:
+        if tokens.shape[1] < self.length:
+            self._suppress(logits, torch.ones(logits.shape[0], dtype=torch.bool, device=logits.device))
+
+    def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
+        rows = torch.tensor([n < self.length for n in prefix_lengths(logits, start)], device=logits.device)
+        self._suppress(logits, rows)
+
+    def _suppress(self, logits: Tensor, rows: Tensor) -> None:
+        eot = logits[:, self.eot].clone()
+        logits[:, self.eot] = NEG_INF
+        open_ = logits.amax(dim=-1) > NEG_INF
+        logits[:, self.eot] = torch.where(rows & open_, logits[:, self.eot], eot)
+
+
 class SuppressTokens:
     def __init__(self, ids: list[int]) -> None:
         self.ids = torch.tensor(sorted(set(ids)), dtype=torch.long)

@@ -63,6 +63,9 @@ class DecodingOptions:
     # expected to have (e.g. from a pilot decoding of part of the audio); once the beams are this
     # long and a candidate has finished, the search stops. None: the usual stopping rule only.
     length_budget: int | None = None
+    # No end-of-text among the first this many sampled tokens (the reference's included): decoding
+    # continues past where the decoder would stop (0: it may stop anywhere).
+    min_tokens: int = 0
 
 
 @dataclass

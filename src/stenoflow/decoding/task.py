@@ -23,6 +23,7 @@ from stenoflow.decoding.inference import Inference
 from stenoflow.decoding.logit_filters import (
     ApplyTimestampRules,
     LogitFilter,
+    NoEndBefore,
     SuppressBlank,
     SuppressTokens,
 )
@@ -148,7 +149,9 @@ class DecodingTask:
             filters.append(ApplyTimestampRules(tok.eot, tok.no_timestamps, tok.timestamp_begin,
                                                rules_begin, max_initial, last))
         if o.stop_loops:
-            filters.append(StopLoops(LoopRule(), tok.eot, sample_begin))  # last: it may leave only end-of-text
+            filters.append(StopLoops(LoopRule(), tok.eot, sample_begin))  # it may leave only end-of-text
+        if o.min_tokens:
+            filters.append(NoEndBefore(tok.eot, sample_begin + o.min_tokens))
         return filters
 
     def strategy(self, tok: Tokenizer, sample_begin: int) -> TokenDecoder:

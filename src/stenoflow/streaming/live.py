@@ -15,7 +15,9 @@ Nothing heard is lost:
   words holds speech (by a voice activity model, :mod:`.speech`: a breath is sound, not
   speech; the speech the last committed word's tokens attended to was heard), is decoded again
   on that audio alone, without prompt or draft (but with two seconds of committed speech
-  before it, as context);
+  before it, as context); where that hearing, too, ends its text over speech, the round's own
+  hypothesis decoded on past its end (no end-of-text until one more token) wins if it hears
+  further;
 * when the buffer must lose audio whose words are not final (rounds too slow to confirm them),
   those words are committed as last heard;
 * ``finish()`` decodes the audio after the committed words once more, up to its last sound,
@@ -206,7 +208,7 @@ class LiveSession:
             self._ahead = self._encode(ahead) if ahead is not None else None
         whole = heard
         heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before, heard.end)))
-        heard, retried, alone = self._unless_deaf(inp, heard, heard_before)
+        heard, whole, retried, alone = self._unless_deaf(encoded, whole, heard, heard_before)
         copied = not self._copied and copies_prompt(heard.words, self._tail, self._committed[-CONTEXT_WORDS:])
         if copied:
             # Conditioned on its prompt, over speech it could not make out, the decoder wrote the
@@ -311,7 +313,38 @@ class LiveSession:
             fresh = fresh[k:]
         return fresh
 
-    def _unless_deaf(self, planned: RoundInput, heard: Heard, heard_before: int) -> tuple[Heard, bool, bool]:
+    def _unheard(self, planned: RoundInput, heard: Heard) -> float:
+        """Seconds of speech between the audio the committed words were heard in and ``heard``'s
+        first new word (or the end of ``planned``'s audio, if it heard none)."""
+        covered = max(self._committed_end, self.buffer.offset, self._heard_through())
+        first = heard.words[0].word.start if heard.words else planned.end
+        return self.speech.seconds(covered, min(first, planned.end - DEAF_EDGE_S))
+
+    def _left(self, heard: Heard, planned: RoundInput) -> float:
+        """Seconds of speech after ``heard``'s last word (where its tokens were heard), to the
+        end of ``planned``'s audio (its last ``DEAF_EDGE_S`` left out)."""
+        last = heard.words[-1]
+        return self.speech.seconds(max(last.word.end, last.heard_at), planned.end - DEAF_EDGE_S)
+
+    def _decoded_on(self, encoded: Encoded, whole: Heard, heard_before: int) -> tuple[Heard, Heard] | None:
+        """The round's hypothesis ``whole`` (``encoded`` decoded) decoded on past its end: its
+        own tokens as the draft, and no end-of-text until one more token; that hypothesis and
+        it with its new words only, or None if it has none. Over a short buffer after a prompt,
+        the decoder may take a sentence's period for the end of the audio, round after round
+        ("... judgment day." over ten seconds of card names)."""
+        if not whole.ended or not whole.words or not self.round.continues(encoded):
+            return None
+        more = self._decode(encoded, whole.tokens, min_tokens=len(whole.tokens) + 1)
+        fresh = self._fresh(more.words, heard_before, more.end) if len(more.words) > len(whole.words) else []
+        log.debug("round ended its text at %r; decoded on, it hears %r", whole.words[-1].word.word,
+                  "".join(w.word.word for w in fresh))
+        if not fresh:
+            return None
+        stats = {**whole.stats, "continued": 1.0, "continued_decoder_ms": more.stats.get("decoder_ms", 0.0)}
+        return replace(more, stats=stats), replace(more, words=tuple(fresh), stats=stats)
+
+    def _unless_deaf(self, encoded: Encoded, whole: Heard, heard: Heard,
+                     heard_before: int) -> tuple[Heard, Heard, bool, bool]:
         """A round that heard no new word (where there is speech, or where the last round heard
         words over speech), or skipped speech before its first one, is decoded
         again on the audio after the committed words alone, without prompt or draft (a prompt
@@ -319,34 +352,51 @@ class LiveSession:
         nothing, the hearing alone wins if it heard more; where the round skipped speech, what
         the hearing alone puts before the round's first word goes before the round's words:
         alone, Whisper is a worse judge of the words the round heard in context ("Turn right at
-        the next corner" heard alone as "to the next corner"). Returns the hearing, whether the
-        round was decoded again, and whether its words are all the hearing alone's."""
+        the next corner" heard alone as "to the next corner"). Where the hearing alone, too,
+        ended its text over speech, the round's hypothesis decoded on past its end
+        (``_decoded_on``) wins if it hears further. ``whole`` is the round's hypothesis and
+        ``heard`` its new words. Returns the hearing's new words, its whole hypothesis (the next
+        round's draft), whether the round was decoded again, and whether its words are all the
+        hearing alone's."""
+        planned = encoded.input
         start = max(self._committed_end, self.buffer.offset)
         covered = max(start, self._heard_through())
         first = heard.words[0].word.start if heard.words else planned.end
-        unheard = self.speech.seconds(covered, min(first, planned.end - DEAF_EDGE_S))
+        unheard = self._unheard(planned, heard)
         # A word the last round heard over speech, unconfirmed, that this round no longer hears
         # ("Volume up." then "Volume" committed and nothing after it): less speech than makes a
         # round deaf, but no later round may hear it again.
         vanished = not heard.words and any(w.word.end > start and self.speech.seconds(w.word.start, w.word.end)
                                            for w in self._tail)
         if unheard < DEAF_SPEECH_S and not vanished:
-            return heard, False, False
+            return heard, whole, False, False
         retry = self._hear_alone(planned.end, pad=False)
         if retry is not None:
             retry = replace(retry, words=tuple(self._fresh(retry.words, heard_before, retry.end)))
         if retry is None or not retry.words:
-            return heard, True, False
+            return heard, whole, True, False
+        left = self._left(retry, planned)
+        if not heard.words and unheard >= DEAF_SPEECH_S and left >= DEAF_SPEECH_S and (
+                continued := self._decoded_on(encoded, whole, heard_before)) is not None:
+            # The hearing alone ended its text over speech too ("judgment, eh?" over ten seconds
+            # of card names). Where both hear as far, the hearing alone wins, as over a round
+            # that heard nothing: on a voice it finds hard, the context may lead the decoder
+            # ("4 of hearts." after a card list, over "Turn the volume down to nine").
+            more, fresh = continued
+            if left - self._left(fresh, planned) >= DEAF_SPEECH_S:
+                log.debug("round decoded on past its end hears %r, further than alone (%r)",
+                          "".join(w.word.word for w in fresh.words), "".join(w.word.word for w in retry.words))
+                return fresh, more, True, False
         if heard.words:
             retry_first = retry.words[0].word.start
             skipped = tuple(w for w in retry.words if w.word.end <= first + TIME_TOLERANCE_S)
             if not skipped or self.speech.seconds(covered, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
-                return heard, True, False
+                return heard, whole, True, False
             retry = replace(retry, words=(*skipped, *heard.words))
         log.debug("round heard %s; alone, the audio after %.2f s gives %r", "nothing" if not heard.words else
                   f"from {first:.2f} s only", start, "".join(w.word.word for w in retry.words))
         stats = {**heard.stats, **{f"retry_{k}": v for k, v in retry.stats.items()}}
-        return replace(retry, stats=stats), True, not heard.words
+        return replace(retry, stats=stats), whole, True, not heard.words
 
     def _heard_through(self) -> float:
         """Where the audio the committed words were heard in ends: the latest audio position the
@@ -422,10 +472,10 @@ class LiveSession:
             return self.round.encode(inp, pad)
         return self.pipeline.encode(lambda: self.round.encode(inp, pad))
 
-    def _decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0) -> Heard:
+    def _decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0, min_tokens: int = 0) -> Heard:
         if self.pipeline is None:
-            return self.round.decode(encoded, draft, hold)
-        return self.pipeline.decode(lambda: self.round.decode(encoded, draft, hold))
+            return self.round.decode(encoded, draft, hold, min_tokens)
+        return self.pipeline.decode(lambda: self.round.decode(encoded, draft, hold, min_tokens))
 
     # --- the buffer ------------------------------------------------------------------------------
     def _cut(self) -> None:

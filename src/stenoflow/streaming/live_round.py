@@ -173,12 +173,14 @@ class LiveRound:
 
     # --- stage B ------------------------------------------------------------------------------
     @torch.inference_mode()
-    def decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0) -> Heard:
+    def decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0, min_tokens: int = 0) -> Heard:
         """Decode the encoded buffer with ``draft`` (text tokens expected from its start), holding
-        its first ``hold`` tokens (see ``DecodingOptions.reference_hold``)."""
+        its first ``hold`` tokens (see ``DecodingOptions.reference_hold``), with no end-of-text
+        among the first ``min_tokens``. An encoded buffer may be decoded again (see ``continues``)."""
         inp = encoded.input
         t0 = time.perf_counter()
-        options = self._decoding(inp, draft, hold)
+        options = replace(self._decoding(inp, draft, hold), min_tokens=min_tokens)
+        encoded.prefilled.inference.rollback(len(encoded.prefilled.tokens))
         cross = encoded.prefilled.inference.cross
         result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
                                                                draft=encoded.draft or self.heads)
@@ -196,6 +198,12 @@ class LiveRound:
                  "no_speech_prob": result.no_speech_prob, "avg_logprob": result.avg_logprob,
                  "tokens": float(len(result.tokens))}
         return replace(heard, stats=stats)
+
+    def continues(self, encoded: Encoded) -> bool:
+        """Whether ``encoded`` may be decoded again after a decoding: one row, no draft model
+        or heads whose own state a decoding moved on."""
+        return (encoded.draft is None and self.heads is None and self.options.beam_size == 1
+                and encoded.prefilled.inference.cache.batch == 1)
 
     def _decoding(self, inp: RoundInput, draft: tuple[int, ...] = (), hold: int = 0) -> DecodingOptions:
         o = self.options
