@@ -342,7 +342,7 @@ def test_rounds_in_a_long_pause_are_skipped_and_change_no_word(tiny: Model, jfk_
 
 
 def test_a_round_decoded_again_past_its_end_keeps_its_words_and_goes_on(tiny: Model, jfk_audio: np.ndarray) -> None:
-    """How a round that ended its text too soon is decoded on (the session's ``_past_the_end``):
+    """How a round that ended its text too soon is decoded on (the session's ``_decoded_on``):
     the same encoded buffer decoded again gives the same tokens, and with them as the draft and
     no end-of-text until one more token, it keeps every one of them and writes past them."""
     live_round = LiveRound(tiny, StreamOptions().resolved(tiny))

@@ -313,13 +313,6 @@ class LiveSession:
             fresh = fresh[k:]
         return fresh
 
-    def _unheard(self, planned: RoundInput, heard: Heard) -> float:
-        """Seconds of speech between the audio the committed words were heard in and ``heard``'s
-        first new word (or the end of ``planned``'s audio, if it heard none)."""
-        covered = max(self._committed_end, self.buffer.offset, self._heard_through())
-        first = heard.words[0].word.start if heard.words else planned.end
-        return self.speech.seconds(covered, min(first, planned.end - DEAF_EDGE_S))
-
     def _left(self, heard: Heard, planned: RoundInput) -> float:
         """Seconds of speech after ``heard``'s last word (where its tokens were heard), to the
         end of ``planned``'s audio (its last ``DEAF_EDGE_S`` left out)."""
@@ -362,7 +355,7 @@ class LiveSession:
         start = max(self._committed_end, self.buffer.offset)
         covered = max(start, self._heard_through())
         first = heard.words[0].word.start if heard.words else planned.end
-        unheard = self._unheard(planned, heard)
+        unheard = self.speech.seconds(covered, min(first, planned.end - DEAF_EDGE_S))
         # A word the last round heard over speech, unconfirmed, that this round no longer hears
         # ("Volume up." then "Volume" committed and nothing after it): less speech than makes a
         # round deaf, but no later round may hear it again.
