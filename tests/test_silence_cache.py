@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from stenoflow.api import Model
+from stenoflow.bench.latency import encoder_gflops_per_audio_s
 from stenoflow.bench.normalize import normalize_text
 from stenoflow.decoding.options import DecodingOptions
 from stenoflow.model.silence import EXACT_AFTER, SilenceCache
@@ -95,5 +96,19 @@ def test_live_rounds_use_the_cache_by_default_and_the_final_hearing_the_full_pas
     assert "fellow americans" in normalize_text(run.text) and normalize_text(run.text).endswith("your country")
     fresh = copy.copy(tiny)
     fresh.silence = SilenceCache(tiny.whisper.encoder)
-    run_stream(lambda: fresh.stream(silence_cache=False), jfk_audio, "unaware", chunk_s=0.5)
+    full = run_stream(lambda: fresh.stream(silence_cache=False), jfk_audio, "unaware", chunk_s=0.5)
     assert fresh.silence.passes == 0
+    # every round that heard audio counts its encoder work, the passes over silence included
+    heard = [r for r in (*run.rounds, *full.rounds) if not r.get("skipped") and not r.get("final")]
+    assert heard and all(r["encoder_gflop"] > 0 for r in heard)
+    cached, whole = (encoder_gflops_per_audio_s(x.rounds, x.audio_s) for x in (run, full))
+    window_gflop = tiny.dims.encoder_flops(1500) / 1e9  # a 15 s window's full pass
+    assert model.silence.passes * window_gflop / run.audio_s < cached < whole
+
+
+def test_a_pass_over_some_rows_costs_their_share_of_the_full_pass(tiny: Model) -> None:
+    dims = tiny.dims
+    full = dims.encoder_flops(3000)
+    assert dims.encoder_flops(3000, 1500) == full == dims.encoder_flops(3000, None)
+    assert 0.15 * full < dims.encoder_flops(3000, 300) < 0.25 * full  # a fifth of the rows
+    assert dims.encoder_flops(1000) < dims.encoder_flops(3000, 500) < full  # they attend to all 1500

@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 
 from stenoflow.bench.gold import GoldWord, check_monotonic, pack_windows
-from stenoflow.bench.latency import LatencyStats, encoder_flops, expand_normalized, word_latencies
+from stenoflow.bench.latency import (
+    LatencyStats,
+    encoder_gflops_per_audio_s,
+    expand_normalized,
+    word_latencies,
+)
 from stenoflow.model.dims import ModelDims
 from stenoflow.streaming.drivers import (
     EmittedWord,
@@ -133,12 +138,18 @@ def test_normalisation_can_expand_a_word() -> None:
 
 def test_encoder_flops_formula() -> None:
     dims = ModelDims(80, 1500, 384, 6, 4, 51864, 448, 384, 6, 4)  # tiny
-    f = encoder_flops(dims, 3000)
+    f = dims.encoder_flops(3000)
     n, d = 1500, 384
     expected = 2 * 3000 * 80 * d * 3 + 2 * n * d * d * 3 + 4 * (8 * n * d * d + 4 * n * n * d + 16 * n * d * d)
     assert f == expected
     assert 10e9 < f < 40e9  # tiny's encoder: ~22 GFLOPs per 30 s window
-    assert encoder_flops(dims, 1000) < f / 3
+    assert dims.encoder_flops(1000) < f / 3
+
+
+def test_encoder_work_per_second_counts_every_pass_and_none_in_skipped_rounds() -> None:
+    rounds = [{"encoder_gflop": 2.0}, {"skipped": 1.0}, {"encoder_gflop": 1.0, "retry_encoder_gflop": 3.0}]
+    assert encoder_gflops_per_audio_s(rounds, 3.0) == 2.0
+    assert np.isnan(encoder_gflops_per_audio_s([{"round_ms": 5.0}], 3.0))  # a peer that reports none
 
 
 def test_gold_windows_pack_sentences_under_30s_and_monotonic_check() -> None:

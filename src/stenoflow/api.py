@@ -119,15 +119,21 @@ class Model:
         return window(self.features(samples, padding=N_SAMPLES), 0, samples.size // HOP_LENGTH)
 
     @torch.inference_mode()
-    def encode(self, mel: Tensor, speech_samples: int | None = None) -> Tensor:
+    def encode(self, mel: Tensor, speech_samples: int | None = None, spent: list[float] | None = None) -> Tensor:
         """Encoder output (1, frames/2, D) of a log-mel window (n_mels, frames <= 3000). With
         ``speech_samples``: the window is that many samples of audio padded with silence, and the
-        silence's positions come from a pass over silence alone (:mod:`stenoflow.model.silence`)."""
+        silence's positions come from a pass over silence alone (:mod:`stenoflow.model.silence`).
+        ``spent`` collects the FLOPs of each encoder pass run."""
         if mel.dim() == 2:
             mel = mel[None]
         encoder = self.whisper.encoder
         mel = mel.to(self.device, encoder.conv1.weight.dtype)
-        features = encoder(mel) if speech_samples is None else self.silence.encode(mel, speech_samples)
+        if speech_samples is not None:
+            features = self.silence.encode(mel, speech_samples, spent)
+        else:
+            features = encoder(mel)
+            if spent is not None:
+                spent.append(self.dims.encoder_flops(mel.shape[-1]))
         return features.to(self.whisper.decoder.positional_embedding.dtype)
 
     def decode(self, features_or_mel: Tensor, options: DecodingOptions | None = None) -> DecodingResult:

@@ -20,7 +20,6 @@ import numpy as np
 
 from stenoflow.api import Model, load_model
 from stenoflow.bench.datasets import Clip, jfk, short_clips
-from stenoflow.bench.latency import encoder_flops
 from stenoflow.bench.machine import machine_record
 from stenoflow.bench.metrics import wer
 from stenoflow.training.hush_train import decode_greedy
@@ -111,7 +110,7 @@ def scheme_row(model: Model, scheme: str, build: Scheme, clips: Sequence[Clip],
         text, runaway, frames = run_clip(model, build(audio), ref_tokens)
         hyps.append(text)
         runaways += int(runaway)
-        flops += encoder_flops(model.dims, frames)
+        flops += model.dims.encoder_flops(frames)
         per_clip.append({"clip": clip.name, "frames": frames, "runaway": runaway, "text": text})
     return {"model": model.name, "scheme": scheme, "clips": len(clips),
             "encoder_gflops_per_clip": flops / 1e9 / len(clips), "wer": wer([c.text for c in clips], hyps).wer,

@@ -9,7 +9,7 @@ normalised on its own and expanded into its tokens, each token remembering the w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +17,6 @@ import numpy as np
 from stenoflow.bench.gold import GoldWord
 from stenoflow.bench.metrics import align_words
 from stenoflow.bench.normalize import normalize_text
-from stenoflow.model.dims import ModelDims
 from stenoflow.streaming.drivers import EmittedWord
 
 
@@ -68,23 +67,14 @@ def timed_latencies(gold: Sequence[GoldWord], emitted: Sequence[EmittedWord]) ->
     return [(gold[i].end, emitted_at[i] - gold[i].end) for i in sorted(emitted_at)]
 
 
-def encoder_flops(dims: ModelDims, mel_frames: int) -> float:
-    """Multiply-add FLOPs (2 per MAC) of one encoder pass over ``mel_frames`` log-mel frames.
-
-    conv1 (k=3) over the mel frames, conv2 (k=3, stride 2) down to ``n`` positions, then per
-    layer: Q/K/V/out projections, attention scores and values, and the 4x MLP. Norms, softmax
-    and GELU are left out (they are a rounding error next to the matrix products).
-    """
-    d, n_mels = dims.n_audio_state, dims.n_mels
-    n = (mel_frames + 1) // 2
-    conv = 2 * mel_frames * n_mels * d * 3 + 2 * n * d * d * 3
-    layer = 2 * n * d * d * 4 + 2 * n * n * d * 2 + 2 * n * d * (4 * d) * 2
-    return float(conv + dims.n_audio_layer * layer)
+ENCODER_GFLOP_KEYS = ("encoder_gflop", "retry_encoder_gflop")  # a round's encoder passes: its own, a retry's
 
 
-def encoder_gflops_per_audio_s(dims: ModelDims, rounds: Iterable[dict[str, float]], audio_s: float) -> float:
-    """Encoder GFLOPs spent per second of audio, from each round's ``encoder_mel_frames``."""
-    frames = [r.get("encoder_mel_frames") for r in rounds]
-    if not audio_s or any(f is None for f in frames):
+def encoder_gflops_per_audio_s(rounds: Iterable[Mapping[str, float]], audio_s: float) -> float:
+    """Encoder GFLOPs spent per second of audio: every encoder pass the rounds ran (their own,
+    their retries', passes over silence; skipped rounds ran none). NaN where no round reports
+    its encoder work (a peer's session)."""
+    spent = [r[k] for r in rounds for k in ENCODER_GFLOP_KEYS if k in r]
+    if not audio_s or not spent:
         return float("nan")
-    return sum(encoder_flops(dims, int(f)) for f in frames if f is not None) / 1e9 / audio_s
+    return sum(spent) / audio_s

@@ -201,7 +201,7 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
             run = run_stream(config.factory, audios[clip.name], config.mode, options.chunk_s)
             write_word_log(run.words, out_dir / "logs" / f"{_file_name(config.name)}-{clip.name}.jsonl")
             runs.append((clip, run))
-        row = summarize(config, runs, gold, models)
+        row = summarize(config, runs, gold)
         log.info("%s: WER %.2f%%, latency mean %.2f s, RTF %.2f", config.name, 100 * row["wer"],
                  row["latency"]["mean"], row["rtf"])  # type: ignore[index]
         rows.append(row)
@@ -281,8 +281,8 @@ def format_drift(drift: dict[str, object]) -> str:
             f"resident memory grew {float(drift['rss_growth_mb']):+.0f} MB after the first minute.")
 
 
-def summarize(config: BenchConfig, runs: Sequence[tuple[Clip, StreamRun]], gold: dict[str, list[GoldWord]],
-              models: ModelCache) -> dict[str, object]:
+def summarize(config: BenchConfig, runs: Sequence[tuple[Clip, StreamRun]],
+              gold: dict[str, list[GoldWord]]) -> dict[str, object]:
     latencies: list[float] = []
     per_clip = []
     for clip, run in runs:
@@ -292,10 +292,7 @@ def summarize(config: BenchConfig, runs: Sequence[tuple[Clip, StreamRun]], gold:
                          "latency": asdict(LatencyStats.of(lat)), "rounds": len(run.rounds),
                          "words": len(run.words), "text": run.text})
     audio_s = sum(run.audio_s for _, run in runs)
-    gflops = float("nan")
-    if config.model is not None:
-        dims = models.get(config.model).dims
-        gflops = encoder_gflops_per_audio_s(dims, [r for _, run in runs for r in run.rounds], audio_s)
+    gflops = encoder_gflops_per_audio_s([r for _, run in runs for r in run.rounds], audio_s)
     return {
         "name": config.name, "mode": config.mode, "model": config.model, "params": config.params,
         "wer": wer([c.text for c, _ in runs], [run.text for _, run in runs]).wer,

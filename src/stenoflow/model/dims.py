@@ -27,5 +27,19 @@ class ModelDims:
         # 99 languages, plus Cantonese from large-v3 on (one more vocabulary entry).
         return self.n_vocab - 51765 - int(self.is_multilingual)
 
+    def encoder_flops(self, mel_frames: int, rows: int | None = None) -> float:
+        """Multiply-add FLOPs (2 per MAC) of one encoder pass over a window of ``mel_frames``
+        log-mel frames that computes its first ``rows`` positions (None: all of them) attending to
+        every position of the window (see :mod:`stenoflow.model.silence`).
+
+        conv1 (k=3) over the mel frames, conv2 (k=3, stride 2) down to the positions, then per
+        layer: Q/K/V/out projections, attention scores and values, and the 4x MLP. Norms, softmax
+        and GELU are left out (they are a rounding error next to the matrix products)."""
+        d, n = self.n_audio_state, (mel_frames + 1) // 2
+        r = n if rows is None else min(rows, n)
+        conv = 2 * min(mel_frames, 2 * r) * self.n_mels * d * 3 + 2 * r * d * d * 3
+        layer = 2 * r * d * d * 4 + 2 * r * n * d * 2 + 2 * r * d * (4 * d) * 2
+        return float(conv + self.n_audio_layer * layer)
+
     def to_dict(self) -> dict[str, int]:
         return asdict(self)

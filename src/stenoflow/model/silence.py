@@ -44,17 +44,24 @@ class SilenceCache:
         self._lock = threading.Lock()  # sessions on several threads may share a model
         self.passes = 0  # passes over silence run so far
 
-    def encode(self, mel: Tensor, samples: int) -> Tensor:
+    def encode(self, mel: Tensor, samples: int, spent: list[float] | None = None) -> Tensor:
         """Encoder output (1, frames/2, D) of the log-mel window ``mel`` (1, n_mels, frames) whose
-        first ``samples`` audio samples are speech and the rest silence."""
-        positions = (mel.shape[-1] + 1) // MEL_FRAMES_PER_POSITION
+        first ``samples`` audio samples are speech and the rest silence; ``spent`` collects the
+        FLOPs of each pass run (the pass over silence, when none is kept for this window)."""
+        frames = mel.shape[-1]
+        positions = (frames + 1) // MEL_FRAMES_PER_POSITION
         rows = math.ceil(samples / (HOP_LENGTH * MEL_FRAMES_PER_POSITION)) + EXACT_AFTER
         if rows >= positions:
-            return self.encoder(mel)
-        return self.encoder(mel, rows, self.tail(mel))
+            rows, tail = positions, None
+        else:
+            tail = self.tail(mel, spent)
+        if spent is not None:
+            spent.append(self.encoder.dims.encoder_flops(frames, rows))
+        return self.encoder(mel, rows, tail) if tail is not None else self.encoder(mel)
 
-    def tail(self, mel: Tensor) -> EncodedTail:
-        """The pass over a window of ``mel``'s length and shape that holds only its last column."""
+    def tail(self, mel: Tensor, spent: list[float] | None = None) -> EncodedTail:
+        """The pass over a window of ``mel``'s length and shape that holds only its last column
+        (its FLOPs added to ``spent`` when it runs)."""
         step = round(float(mel[0, :, -1].max()) / FLOOR_STEP)
         key = (step, mel.shape[1], mel.shape[-1])
         with self._lock:
@@ -65,6 +72,8 @@ class SilenceCache:
         silence = torch.full_like(mel, step * FLOOR_STEP)
         keep: list[tuple[Tensor, Tensor]] = []
         out = self.encoder(silence, keep=keep)
+        if spent is not None:
+            spent.append(self.encoder.dims.encoder_flops(mel.shape[-1]))
         tail = EncodedTail(tuple(keep), out)
         with self._lock:
             self.passes += 1

@@ -242,6 +242,7 @@ class ResidualAttentionBlock(nn.Module):
 class AudioEncoder(nn.Module):
     def __init__(self, dims: ModelDims) -> None:
         super().__init__()
+        self.dims = dims
         self.conv1 = nn.Conv1d(dims.n_mels, dims.n_audio_state, kernel_size=3, padding=1)
         self.conv2 = nn.Conv1d(dims.n_audio_state, dims.n_audio_state, kernel_size=3, stride=2, padding=1)
         self.register_buffer("positional_embedding", sinusoids(dims.n_audio_ctx, dims.n_audio_state))

@@ -364,9 +364,13 @@ class LiveSession:
         if unheard < DEAF_SPEECH_S and not vanished:
             return heard, whole, False, False
         retry = self._hear_alone(planned.end, pad=False)
-        if retry is not None:
-            retry = replace(retry, words=tuple(self._fresh(retry.words, heard_before, retry.end)))
-        if retry is None or not retry.words:
+        if retry is None:
+            return heard, whole, True, False
+        # whichever hearing wins, the round's figures count the retry's work too
+        spent = {f"retry_{k}": v for k, v in retry.stats.items()}
+        heard = replace(heard, stats={**heard.stats, **spent})
+        retry = replace(retry, words=tuple(self._fresh(retry.words, heard_before, retry.end)), stats=heard.stats)
+        if not retry.words:
             return heard, whole, True, False
         left = self._left(retry, planned)
         if not heard.words and unheard >= DEAF_SPEECH_S and left >= DEAF_SPEECH_S and (
@@ -379,7 +383,7 @@ class LiveSession:
             if left - self._left(fresh, planned) >= DEAF_SPEECH_S:
                 log.debug("round decoded on past its end hears %r, further than alone (%r)",
                           "".join(w.word.word for w in fresh.words), "".join(w.word.word for w in retry.words))
-                return fresh, more, True, False
+                return replace(fresh, stats={**fresh.stats, **spent}), more, True, False
         if heard.words:
             retry_first = retry.words[0].word.start
             skipped = tuple(w for w in retry.words if w.word.end <= first + TIME_TOLERANCE_S)
@@ -388,8 +392,7 @@ class LiveSession:
             retry = replace(retry, words=(*skipped, *heard.words))
         log.debug("round heard %s; alone, the audio after %.2f s gives %r", "nothing" if not heard.words else
                   f"from {first:.2f} s only", start, "".join(w.word.word for w in retry.words))
-        stats = {**heard.stats, **{f"retry_{k}": v for k, v in retry.stats.items()}}
-        return replace(retry, stats=stats), whole, True, not heard.words
+        return retry, whole, True, not heard.words
 
     def _heard_through(self) -> float:
         """Where the audio the committed words were heard in ends: the latest audio position the

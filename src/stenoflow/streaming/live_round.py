@@ -157,18 +157,19 @@ class LiveRound:
         window_s = WINDOW_S if pad else self.options.window_s
         mel = self.model.encoder_input(inp.samples, hush, window_s)
         cached = self.options.silence_cache and not hush and not pad  # the final hearing: the full pass
-        features = self.model.encode(mel, inp.samples.size if cached else None)
+        spent: list[float] = []  # FLOPs of every encoder pass, the draft model's included
+        features = self.model.encode(mel, inp.samples.size if cached else None, spent)
         cross = self.model.whisper.decoder.cross_kv(features)
         draft = None
         if self.draft_model is not None and self.pair is not None:  # the draft hears the buffer its own way
             d = self.draft_model
             heard = d.encoder_input(inp.samples, hush, window_s)
-            draft = DraftWindow(self.pair, d.whisper.decoder.cross_kv(d.encode(heard)))
+            draft = DraftWindow(self.pair, d.whisper.decoder.cross_kv(d.encode(heard, spent=spent)))
         t1 = time.perf_counter()
         prefilled = DecodingTask(self.model.context, self._decoding(inp)).prefill(cross)
         t2 = time.perf_counter()
         stats = {"encoder_ms": 1000 * (t1 - t0), "prefill_ms": 1000 * (t2 - t1),
-                 "prompt_tokens": float(len(inp.prompt))}
+                 "prompt_tokens": float(len(inp.prompt)), "encoder_gflop": sum(spent) / 1e9}
         return Encoded(inp, prefilled, int(mel.shape[-1]), stats, draft, final=pad)
 
     # --- stage B ------------------------------------------------------------------------------

@@ -55,5 +55,6 @@ class OfflineSession:
                                             language=self.language, word_timestamps=True)
         words = [TimedWord(w.word, w.start, w.end, w.probability) for s in segments for w in (s.words or [])]
         stats = {"audio_s": audio.size / SAMPLE_RATE, "encoder_mel_frames": float(windows * N_FRAMES),
+                 "encoder_gflop": windows * self.model.dims.encoder_flops(N_FRAMES) / 1e9,
                  "windows": float(windows), "round_ms": 1000 * (time.perf_counter() - t0)}
         return StreamUpdate(tuple(words), (), (stats,))

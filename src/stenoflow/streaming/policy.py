@@ -159,6 +159,7 @@ class WhisperRound:
         stats: dict[str, float] = {
             "audio_s": duration,
             "encoder_mel_frames": float(mel.shape[-1]),
+            "encoder_gflop": model.dims.encoder_flops(mel.shape[-1]) / 1e9,
             "encoder_ms": 1000 * (t1 - t0),
             "decoder_ms": 1000 * (t2 - t1),
             "forward_passes": float(passes),
