@@ -67,10 +67,18 @@ def test_one_pass_over_silence_serves_every_window_with_that_floor(tiny: Model, 
 
 @torch.inference_mode()
 def test_kept_passes_stay_within_their_memory_budget(tiny: Model, jfk_audio: np.ndarray) -> None:
-    one = SilenceCache(tiny.whisper.encoder, budget_bytes=1)  # room for the last pass only
-    for gain in (1.0, 0.05, 0.002):
-        one.encode(window(tiny, jfk_audio[: 3 * SR] * gain), 3 * SR)
-    assert one.passes == 3 and len(one._tails) == 1
+    """Passes are dropped, least recently used first, past the budget, but never below
+    ``min_kept``: a model whose one pass fills the budget still keeps a stream's few floors."""
+    gains = (1.0, 0.05, 0.002, 1.0)  # three floors, the first again
+    for min_kept, passes, kept in ((1, 4, 1), (2, 4, 2), (3, 3, 3)):
+        cache = SilenceCache(tiny.whisper.encoder, budget_bytes=1, min_kept=min_kept)
+        for gain in gains:
+            cache.encode(window(tiny, jfk_audio[: 3 * SR] * gain), 3 * SR)
+        assert (cache.passes, len(cache._tails)) == (passes, kept)
+    roomy = SilenceCache(tiny.whisper.encoder, min_kept=1)  # tiny's passes: a few MB each
+    for gain in gains:
+        roomy.encode(window(tiny, jfk_audio[: 3 * SR] * gain), 3 * SR)
+    assert (roomy.passes, len(roomy._tails)) == (3, 3)
 
 
 def test_the_window_heard_through_the_cache_reads_as_the_full_pass(tiny: Model, jfk_audio: np.ndarray) -> None:

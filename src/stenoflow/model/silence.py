@@ -31,15 +31,19 @@ from stenoflow.model.whisper import AudioEncoder, EncodedTail
 MEL_FRAMES_PER_POSITION = 2  # the encoder's second convolution halves the mel frames
 EXACT_AFTER = 25  # positions (20 ms each) after the speech computed in full: where speech and silence meet
 FLOOR_STEP = 0.05  # log-mel units (a quarter of a bel): silences this close share a pass
-BUDGET_BYTES = 256 << 20  # most memory the kept passes may take
+BUDGET_BYTES = 256 << 20  # most memory the kept passes may take ...
+MIN_KEPT = 4  # ... unless fewer than this many fit (a large model's pass: 250 MB and more)
 
 
 class SilenceCache:
     """Encoder passes over windows of silence, by (floor, mel frames), most recent kept."""
 
-    def __init__(self, encoder: AudioEncoder, budget_bytes: int = BUDGET_BYTES) -> None:
+    def __init__(self, encoder: AudioEncoder, budget_bytes: int = BUDGET_BYTES, min_kept: int = MIN_KEPT) -> None:
         self.encoder = encoder
         self.budget = budget_bytes
+        # A stream's floor moves between a few values; with one pass kept, a model whose pass
+        # fills the budget would pay a full pass at nearly every move, more than no cache.
+        self.min_kept = max(1, min_kept)
         self._tails: OrderedDict[tuple[int, int, int], EncodedTail] = OrderedDict()
         self._lock = threading.Lock()  # sessions on several threads may share a model
         self.passes = 0  # passes over silence run so far
@@ -78,6 +82,6 @@ class SilenceCache:
         with self._lock:
             self.passes += 1
             self._tails[key] = tail
-            while len(self._tails) > 1 and sum(t.nbytes for t in self._tails.values()) > self.budget:
+            while len(self._tails) > self.min_kept and sum(t.nbytes for t in self._tails.values()) > self.budget:
                 self._tails.popitem(last=False)
         return tail
