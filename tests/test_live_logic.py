@@ -9,7 +9,7 @@ import pytest
 from stenoflow.bench.normalize import normalize_text
 from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
-from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy
+from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy, joins_previous, spoken_prefix
 from stenoflow.streaming.events import TimedWord
 from stenoflow.streaming.live import (
     copies_prompt,
@@ -155,6 +155,23 @@ def test_alignatt_commits_words_heard_before_the_margin_and_complete() -> None:
     assert policy.commit([], heard(words, 1.2)) == 2  # "now" was heard 0.2 s before the end
     assert policy.commit([], heard(words[:2], 1.2)) == 1  # "left" is last and the decoder did not end
     assert policy.commit([], heard(words[:2], 1.2, ended=True)) == 2  # end-of-text completes it
+
+
+def test_no_policy_commits_part_of_a_spoken_word_while_its_rest_is_unsure() -> None:
+    """A round whose audio ended inside "supercomputer" heard "super" and "-complete.": the
+    rounds agree on "super", but it is final only with the rest of its word."""
+    previous = [hw(" generation.", 38.6, 39.6), hw(" Super.", 39.2, 39.9), hw(" Future.", 39.8, 39.9)]
+    split = [hw(" generation", 38.6, 38.8), hw(" super", 39.2, 39.6), hw("-complete.", 39.9, 40.6)]
+    assert AgreementCommit(frames=20).commit(previous, heard(split, 40.2)) == 1
+    assert AgreementCommit(frames=20).commit(previous, heard(split[:2], 40.2)) == 2  # a word of its own
+    assert AttentionCommit(frames=20).commit([], heard(split, 40.2)) == 1
+    assert AttentionCommit(frames=20).commit([], heard(split, 41.2)) == 1  # "-complete." is last: it may grow
+    assert AttentionCommit(frames=20).commit([], heard(split, 41.2, ended=True)) == 3
+    both = [hw(" ex", 38.4, 38.5), hw("-generation", 38.6, 38.8), hw(" super", 39.2, 39.6), hw("-computer", 39.6, 40.0)]
+    assert AttentionCommit(frames=20).commit([], heard(both, 41.0, ended=True)) == 4
+    assert [spoken_prefix(both, n) for n in range(5)] == [0, 0, 2, 2, 4]
+    assert spoken_prefix([hw(" $17", 0.0, 0.5), hw(".67", 0.5, 0.9), hw(" each", 1.0, 1.2)], 1) == 1
+    assert not joins_previous(" -") and not joins_previous("dollars") and joins_previous("\u2013ray")
 
 
 def test_commit_policy_by_name() -> None:

@@ -10,12 +10,14 @@ only looks at the start of the new hypothesis and says how many of its words to 
   audio, and something follows it (another word, or end-of-text: the word is complete). No
   second round is needed, so words are final as soon as the model has heard past them.
 
-Both commit a prefix of the hypothesis: a word is never final while a word before it is not.
-Pure logic on the round's words, tested without a model.
+Both commit a prefix of the hypothesis: a word is never final while a word before it is not,
+and never a part of a spoken word while its rest is not (see ``spoken_prefix``). Pure logic on
+the round's words, tested without a model.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Protocol
@@ -27,6 +29,24 @@ FRAMES_PER_SECOND = 50
 SKIP_TOLERANCE_S = 0.1  # a previous round's word ending this far before a word's start was heard before it
 FLANK_SPAN = 3  # most words either round may spell a disputed stretch with (flanked commits)
 ANCHOR_TOLERANCE_S = 0.2  # words after such a stretch agree if they start this close in both rounds
+
+
+def joins_previous(word: str) -> bool:
+    """Whether ``word`` continues the word before it into one compound: it starts with a dash, no
+    space before it (Whisper's words split at it: "super" "-complete." over "supercomputer").
+    The other punctuation Whisper's words split at joins parts that stand as written ("$17"
+    ".67"): the first is final on its own."""
+    return bool(word) and unicodedata.category(word[0]) == "Pd"
+
+
+def spoken_prefix(words: Sequence[HeardWord], n: int) -> int:
+    """The most of the first ``n`` of ``words`` that ends between spoken words. A round whose
+    audio ends inside a word hears its first part as a word ("super", then "-complete." over the
+    rest of "supercomputer"): final on its own, the part would be committed, and the rest of the
+    word, heard again by later rounds, taken for that committed word written again."""
+    while 0 < n < len(words) and joins_previous(words[n].word.word):
+        n -= 1
+    return n
 
 
 class CommitPolicy(Protocol):
@@ -128,6 +148,7 @@ class AgreementCommit:
                         break
                     stretch_end, shift = found
             i += 1
+        i = spoken_prefix(words, i)
         self._older = [e[i + shift :] for e in earlier][-(self.rounds - 2) :] if self.rounds > 2 else []
         return i
 
@@ -149,7 +170,7 @@ class AttentionCommit:
             if w.heard_at >= limit or not complete:
                 break
             n += 1
-        return n
+        return spoken_prefix(words, n)
 
 
 COMMIT_POLICIES = ("agreement", "alignatt")
