@@ -9,7 +9,13 @@ import pytest
 from stenoflow.bench.normalize import normalize_text
 from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
-from stenoflow.streaming.commit import AgreementCommit, AttentionCommit, commit_policy, joins_previous, spoken_prefix
+from stenoflow.streaming.commit import (
+    AgreementCommit,
+    AttentionCommit,
+    commit_policy,
+    joins_previous,
+    spoken_prefix,
+)
 from stenoflow.streaming.events import TimedWord
 from stenoflow.streaming.live import (
     copies_prompt,
