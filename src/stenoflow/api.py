@@ -128,12 +128,10 @@ class Model:
             mel = mel[None]
         encoder = self.whisper.encoder
         mel = mel.to(self.device, encoder.conv1.weight.dtype)
-        if speech_samples is not None:
-            features = self.silence.encode(mel, speech_samples, spent)
+        if speech_samples is None:
+            features = encoder(mel, spent=spent)
         else:
-            features = encoder(mel)
-            if spent is not None:
-                spent.append(self.dims.encoder_flops(mel.shape[-1]))
+            features = self.silence.encode(mel, speech_samples, spent)
         return features.to(self.whisper.decoder.positional_embedding.dtype)
 
     def decode(self, features_or_mel: Tensor, options: DecodingOptions | None = None) -> DecodingResult:

@@ -52,16 +52,11 @@ class SilenceCache:
         """Encoder output (1, frames/2, D) of the log-mel window ``mel`` (1, n_mels, frames) whose
         first ``samples`` audio samples are speech and the rest silence; ``spent`` collects the
         FLOPs of each pass run (the pass over silence, when none is kept for this window)."""
-        frames = mel.shape[-1]
-        positions = (frames + 1) // MEL_FRAMES_PER_POSITION
+        positions = (mel.shape[-1] + 1) // MEL_FRAMES_PER_POSITION
         rows = math.ceil(samples / (HOP_LENGTH * MEL_FRAMES_PER_POSITION)) + EXACT_AFTER
         if rows >= positions:
-            rows, tail = positions, None
-        else:
-            tail = self.tail(mel, spent)
-        if spent is not None:
-            spent.append(self.encoder.dims.encoder_flops(frames, rows))
-        return self.encoder(mel, rows, tail) if tail is not None else self.encoder(mel)
+            return self.encoder(mel, spent=spent)
+        return self.encoder(mel, rows, self.tail(mel, spent), spent=spent)
 
     def tail(self, mel: Tensor, spent: list[float] | None = None) -> EncodedTail:
         """The pass over a window of ``mel``'s length and shape that holds only its last column
@@ -75,9 +70,7 @@ class SilenceCache:
                 return found
         silence = torch.full_like(mel, step * FLOOR_STEP)
         keep: list[tuple[Tensor, Tensor]] = []
-        out = self.encoder(silence, keep=keep)
-        if spent is not None:
-            spent.append(self.encoder.dims.encoder_flops(mel.shape[-1]))
+        out = self.encoder(silence, keep=keep, spent=spent)
         tail = EncodedTail(tuple(keep), out)
         with self._lock:
             self.passes += 1

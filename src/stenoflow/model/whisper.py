@@ -252,18 +252,20 @@ class AudioEncoder(nn.Module):
         self.ln_post = LayerNorm(dims.n_audio_state)
 
     def forward(self, mel: Tensor, rows: int | None = None, tail: EncodedTail | None = None,
-                keep: list[tuple[Tensor, Tensor]] | None = None) -> Tensor:
+                keep: list[tuple[Tensor, Tensor]] | None = None, spent: list[float] | None = None) -> Tensor:
         """mel: (B, n_mels, n_frames) with n_frames <= 2 * n_audio_ctx -> (B, ceil(n_frames/2), D).
 
         With ``rows`` and ``tail``: only the first ``rows`` positions are computed, attending to
         themselves and to ``tail``'s keys and values for the positions after them, whose outputs
         are ``tail``'s (see :mod:`stenoflow.model.silence`). ``keep`` collects every layer's keys
-        and values."""
+        and values; ``spent`` the pass's FLOPs (``ModelDims.encoder_flops``)."""
         max_frames = 2 * self.positional_embedding.shape[0]
         if mel.shape[-1] > max_frames:
             raise ValueError(f"encoder input has {mel.shape[-1]} mel frames; at most {max_frames} fit")
         positions = (mel.shape[-1] + 1) // 2
         rows = positions if rows is None or tail is None else min(rows, positions)
+        if spent is not None:
+            spent.append(mel.shape[0] * self.dims.encoder_flops(mel.shape[-1], rows))
         # conv2 (stride 2) reads mel frames up to 2 * rows + 1 for its first ``rows`` outputs
         x = F.gelu(self.conv1(mel[..., : 2 * rows + 2]))
         x = F.gelu(self.conv2(x)).permute(0, 2, 1)[:, :rows]

@@ -85,7 +85,7 @@ class Encoded:
 
     input: RoundInput
     prefilled: Prefilled
-    encoder_frames: int  # mel frames the encoder heard (for GFLOPs)
+    encoder_frames: int  # mel frames of the window the encoder heard
     stats: dict[str, float] = field(default_factory=dict)
     draft: DraftWindow | None = None  # the draft model's own encoding of the buffer, if it drafts
     final: bool = False  # encoded with ``pad``: a stream's final hearing, which no later round repeats
