@@ -26,13 +26,22 @@ def base() -> Model:
     return load_model("base")
 
 
-@pytest.fixture(scope="session")
-def base_default() -> Model:
-    """base in the precision a model command (``stenoflow stream``) loads on this CPU."""
+def _as_commands_load(name: str) -> Model:
+    """``name`` in the precision a model command (``stenoflow stream``) loads on this CPU."""
     from stenoflow.api import load_model
     from stenoflow.streaming.variants import cpu_compute
 
-    return load_model("base", compute=cpu_compute())
+    return load_model(name, compute=cpu_compute())
+
+
+@pytest.fixture(scope="session")
+def base_default() -> Model:
+    return _as_commands_load("base")
+
+
+@pytest.fixture(scope="session")
+def tiny_default() -> Model:
+    return _as_commands_load("tiny.en")
 
 
 @pytest.fixture(scope="session")

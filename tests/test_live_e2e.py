@@ -341,6 +341,22 @@ def test_rounds_in_a_long_pause_are_skipped_and_change_no_word(tiny: Model, jfk_
     assert max(quiet) < 0.1, list(zip(skipped, quiet, strict=True))
 
 
+def test_a_list_neither_the_rounds_nor_their_hearings_alone_hear_is_committed_soon(tiny_default: Model) -> None:
+    """After "... a terrible foretaste of judgment day.", tiny.en stops at "day." in every round,
+    in context, over five seconds of a card list in a voice it finds hard, and heard alone from
+    two seconds before the committed end it writes the committed words again and stops too. The
+    round's own hypothesis decoded on past its end hears the list; a round that hears nothing,
+    alone or decoded on, is void and leaves the last round's words for the next. Without both,
+    the list waited 6.8 s of audio, every word of it committed at once."""
+    clip = varied_stream("varied-1.5min-5", minutes=1.5, seed=5)
+    start, end, text = next(s for s in clip.sentences if s[2].startswith("Two of hearts"))
+    run = run_stream(lambda: tiny_default.stream(), clip.load_audio(), "unaware", chunk_s=0.1)
+    listed = [w for w in run.words if start <= w.start < end]
+    assert len(listed) >= len(text.split()) - 3, run.text
+    late = [(w.word, round(w.emitted_at - w.end, 2)) for w in listed if w.emitted_at - w.end > 3.0]
+    assert not late, (late, run.text)
+
+
 def test_a_round_decoded_again_past_its_end_keeps_its_words_and_goes_on(tiny: Model, jfk_audio: np.ndarray) -> None:
     """How a round that ended its text too soon is decoded on (the session's ``_decoded_on``):
     the same encoded buffer decoded again gives the same tokens, and with them as the draft and

@@ -15,9 +15,10 @@ Nothing heard is lost:
   words holds speech (by a voice activity model, :mod:`.speech`: a breath is sound, not
   speech; the speech the last committed word's tokens attended to was heard), is decoded again
   on that audio alone, without prompt or draft (but with two seconds of committed speech
-  before it, as context); where that hearing, too, ends its text over speech, the round's own
-  hypothesis decoded on past its end (no end-of-text until one more token) wins if it hears
-  further;
+  before it, as context); where that hearing, too, hears nothing new or ends its text over
+  speech, the round's own hypothesis decoded on past its end (no end-of-text until one more
+  token) wins if it hears further; a round that hears nothing in all these ways is void, and
+  the words the last round left unconfirmed wait for the next;
 * when the buffer must lose audio whose words are not final (rounds too slow to confirm them),
   those words are committed as last heard;
 * ``finish()`` decodes the audio after the committed words once more, up to its last sound,
@@ -115,7 +116,7 @@ class LiveSession:
         self._ahead: Encoded | None = None  # stage A of the next round, done ahead
         self._previous: Heard | None = None  # the last round's whole hearing (the next draft)
         self._tail_alone = False  # the tail was heard alone (a deaf round's retry), not in context
-        self._copied = False  # the last round was void: it wrote committed words again (copies_prompt)
+        self._void = False  # the last round was void: see _round
         self._dropped = 0  # committed words pruned from _committed (only their text is kept)
         self.rounds_run = 0
         self._heard_end = 0.0  # absolute end of the audio the rounds so far took
@@ -209,13 +210,16 @@ class LiveSession:
         whole = heard
         heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before, heard.end)))
         heard, whole, retried, alone = self._unless_deaf(encoded, whole, heard, heard_before)
-        copied = not self._copied and copies_prompt(heard.words, self._tail, self._committed[-CONTEXT_WORDS:])
-        if copied:
-            # Conditioned on its prompt, over speech it could not make out, the decoder wrote the
-            # prompt again in place of every word the last round left unconfirmed ("Go forward
-            # 10 meters." over "Down."): this round is void, and those words wait for the next.
-            log.debug("round wrote committed words again (%r) in place of %r: void",
-                      "".join(w.word.word for w in heard.words), "".join(w.word.word for w in self._tail))
+        # Conditioned on its prompt, over speech it could not make out, the decoder wrote the
+        # prompt again in place of every word the last round left unconfirmed ("Go forward 10
+        # meters." over "Down."), or it heard nothing there, and so did the hearings alone: this
+        # round is void, and those words (and the draft they came from) wait for the next.
+        # Never two rounds in a row: speech that keeps being heard so is not there.
+        copied = copies_prompt(heard.words, self._tail, self._committed[-CONTEXT_WORDS:])
+        void = not self._void and (copied or (retried and not heard.words and bool(self._tail)))
+        if void:
+            log.debug("round %s in place of %r: void", "wrote committed words again" if copied else "heard nothing",
+                      "".join(w.word.word for w in self._tail))
             committed = forced
         else:
             self._previous = whole
@@ -223,13 +227,13 @@ class LiveSession:
             committed = forced + self._record(heard.words[:n])
             self._tail = list(heard.words[n:])
             self._tail_alone = alone
-        self._copied = copied
+        self._void = void
         self._cut()
         self.rounds_run += 1
         stats = {"round": float(self.rounds_run), "buffer_start": inp.offset, "audio_end": heard.end,
                  "buffer_s": heard.end - inp.offset, "committed": float(len(committed)),
                  "retried": float(retried), "pipelined": float(ahead is not None and self.pipeline is not None),
-                 "void": float(copied), **heard.stats, "round_ms": 1000 * (time.perf_counter() - t0)}
+                 "void": float(void), **heard.stats, "round_ms": 1000 * (time.perf_counter() - t0)}
         log.debug("round %d: %.2f-%.2f s, %d committed, tail %r", self.rounds_run, inp.offset,
                   heard.end, len(committed), "".join(w.word.word for w in self._tail))
         return committed, stats
@@ -319,22 +323,25 @@ class LiveSession:
         last = heard.words[-1]
         return self.speech.seconds(max(last.word.end, last.heard_at), planned.end - DEAF_EDGE_S)
 
-    def _decoded_on(self, encoded: Encoded, whole: Heard, heard_before: int) -> tuple[Heard, Heard] | None:
+    def _decoded_on(self, encoded: Encoded, whole: Heard,
+                    heard_before: int) -> tuple[dict[str, float], tuple[Heard, Heard] | None]:
         """The round's hypothesis ``whole`` (``encoded`` decoded) decoded on past its end: its
-        own tokens as the draft, and no end-of-text until one more token; that hypothesis and
-        it with its new words only, or None if it has none. Over a short buffer after a prompt,
-        the decoder may take a sentence's period for the end of the audio, round after round
-        ("... judgment day." over ten seconds of card names)."""
+        own tokens as the draft, and no end-of-text until one more token. Returns the figures of
+        that work (none if it did not run) and both that hypothesis and its new words alone, or
+        None if it has no new words. Over a short buffer after a prompt, the decoder may take a
+        sentence's period for the end of the audio, round after round ("... judgment day." over
+        ten seconds of card names)."""
         if not whole.ended or not whole.words or not self.round.continues(encoded):
-            return None
+            return {}, None
         more = self._decode(encoded, whole.tokens, min_tokens=len(whole.tokens) + 1)
+        spent = {"continued": 1.0, "continued_decoder_ms": more.stats.get("decoder_ms", 0.0)}
         fresh = self._fresh(more.words, heard_before, more.end) if len(more.words) > len(whole.words) else []
         log.debug("round ended its text at %r; decoded on, it hears %r", whole.words[-1].word.word,
                   "".join(w.word.word for w in fresh))
         if not fresh:
-            return None
-        stats = {**whole.stats, "continued": 1.0, "continued_decoder_ms": more.stats.get("decoder_ms", 0.0)}
-        return replace(more, stats=stats), replace(more, words=tuple(fresh), stats=stats)
+            return spent, None
+        stats = {**whole.stats, **spent}
+        return spent, (replace(more, stats=stats), replace(more, words=tuple(fresh), stats=stats))
 
     def _unless_deaf(self, encoded: Encoded, whole: Heard, heard: Heard,
                      heard_before: int) -> tuple[Heard, Heard, bool, bool]:
@@ -346,8 +353,8 @@ class LiveSession:
         the hearing alone puts before the round's first word goes before the round's words:
         alone, Whisper is a worse judge of the words the round heard in context ("Turn right at
         the next corner" heard alone as "to the next corner"). Where the hearing alone, too,
-        ended its text over speech, the round's hypothesis decoded on past its end
-        (``_decoded_on``) wins if it hears further. ``whole`` is the round's hypothesis and
+        heard nothing new or ended its text over speech, the round's hypothesis decoded on past
+        its end (``_decoded_on``) wins if it hears further. ``whole`` is the round's hypothesis and
         ``heard`` its new words. Returns the hearing's new words, its whole hypothesis (the next
         round's draft), whether the round was decoded again, and whether its words are all the
         hearing alone's."""
@@ -370,20 +377,23 @@ class LiveSession:
         spent = {f"retry_{k}": v for k, v in retry.stats.items()}
         heard = replace(heard, stats={**heard.stats, **spent})
         retry = replace(retry, words=tuple(self._fresh(retry.words, heard_before, retry.end)), stats=heard.stats)
-        if not retry.words:
-            return heard, whole, True, False
-        left = self._left(retry, planned)
-        if not heard.words and unheard >= DEAF_SPEECH_S and left >= DEAF_SPEECH_S and (
-                continued := self._decoded_on(encoded, whole, heard_before)) is not None:
-            # The hearing alone ended its text over speech too ("judgment, eh?" over ten seconds
-            # of card names). Where both hear as far, the hearing alone wins, as over a round
+        left = self._left(retry, planned) if retry.words else unheard
+        if not heard.words and unheard >= DEAF_SPEECH_S and left >= DEAF_SPEECH_S:
+            # The hearing alone heard nothing new or ended its text over speech too ("judgment,
+            # eh?" over ten seconds of card names). Where both hear as far, the hearing alone wins, as over a round
             # that heard nothing: on a voice it finds hard, the context may lead the decoder
             # ("4 of hearts." after a card list, over "Turn the volume down to nine").
-            more, fresh = continued
-            if left - self._left(fresh, planned) >= DEAF_SPEECH_S:
+            spent_on, continued = self._decoded_on(encoded, whole, heard_before)
+            spent |= spent_on
+            heard = replace(heard, stats={**heard.stats, **spent_on})
+            retry = replace(retry, stats=heard.stats)
+            if continued is not None and left - self._left(continued[1], planned) >= DEAF_SPEECH_S:
+                more, fresh = continued
                 log.debug("round decoded on past its end hears %r, further than alone (%r)",
                           "".join(w.word.word for w in fresh.words), "".join(w.word.word for w in retry.words))
                 return replace(fresh, stats={**fresh.stats, **spent}), more, True, False
+        if not retry.words:
+            return heard, whole, True, False
         if heard.words:
             retry_first = retry.words[0].word.start
             skipped = tuple(w for w in retry.words if w.word.end <= first + TIME_TOLERANCE_S)
