@@ -338,10 +338,7 @@ class LiveSession:
         fresh = self._fresh(more.words, heard_before, more.end) if len(more.words) > len(whole.words) else []
         log.debug("round ended its text at %r; decoded on, it hears %r", whole.words[-1].word.word,
                   "".join(w.word.word for w in fresh))
-        if not fresh:
-            return spent, None
-        stats = {**whole.stats, **spent}
-        return spent, (replace(more, stats=stats), replace(more, words=tuple(fresh), stats=stats))
+        return spent, ((more, replace(more, words=tuple(fresh))) if fresh else None)
 
     def _unless_deaf(self, encoded: Encoded, whole: Heard, heard: Heard,
                      heard_before: int) -> tuple[Heard, Heard, bool, bool]:
@@ -380,18 +377,18 @@ class LiveSession:
         left = self._left(retry, planned) if retry.words else unheard
         if not heard.words and unheard >= DEAF_SPEECH_S and left >= DEAF_SPEECH_S:
             # The hearing alone heard nothing new or ended its text over speech too ("judgment,
-            # eh?" over ten seconds of card names). Where both hear as far, the hearing alone wins, as over a round
-            # that heard nothing: on a voice it finds hard, the context may lead the decoder
-            # ("4 of hearts." after a card list, over "Turn the volume down to nine").
+            # eh?" over ten seconds of card names). Where both hear as far, the hearing alone
+            # wins, as over a round that heard nothing: on a voice it finds hard, the context may
+            # lead the decoder ("4 of hearts." after a card list, over "Turn the volume down to
+            # nine"). Whichever wins, the round's figures count this work too.
             spent_on, continued = self._decoded_on(encoded, whole, heard_before)
-            spent |= spent_on
             heard = replace(heard, stats={**heard.stats, **spent_on})
             retry = replace(retry, stats=heard.stats)
             if continued is not None and left - self._left(continued[1], planned) >= DEAF_SPEECH_S:
                 more, fresh = continued
                 log.debug("round decoded on past its end hears %r, further than alone (%r)",
                           "".join(w.word.word for w in fresh.words), "".join(w.word.word for w in retry.words))
-                return replace(fresh, stats={**fresh.stats, **spent}), more, True, False
+                return replace(fresh, stats=heard.stats), more, True, False
         if not retry.words:
             return heard, whole, True, False
         if heard.words:
