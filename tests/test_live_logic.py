@@ -508,11 +508,19 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
     assert final_words(alone, down[:1], lambda t: 0.4) == down[:1]
     assert final_words([hw(" Dawn", 29.7, 30.7)], down[:1], sound_after) == down[:1]
     # Words a deaf round's retry heard alone have no context to speak for them: the final
-    # hearing replaces them, shared words or not.
+    # hearing replaces them, shared words or not ...
     looped = [hw(" of", 77.9, 78.0), hw(" the", 78.0, 78.1), hw(" Father", 78.1, 78.5)]
     assert final_words([hw(" high.", 78.3, 78.9)], looped, sound_after) == looped
     assert final_words([hw(" high.", 78.3, 78.9)], looped, sound_after, tail_alone=True) == [hw(" high.", 78.3, 78.9)]
     assert final_words(merged, tail, no_sound, tail_alone=True) == merged
+    # ... except the words a retry was sure of, over sound, before the word the final hearing
+    # starts with: alone too, it laid "Enter" over "Down. ... Enter.". The end of "Hello", heard
+    # again as " low" (unsure), does not stand.
+    retried = [hw(" low,", 28.42, 29.26, p=0.29), hw(" down,", 29.26, 30.86, p=0.73), hw(" enter.", 30.86, 33.3, p=0.56)]
+    enter = [hw(" Enter.", 28.42, 33.33, p=0.26)]
+    assert final_words(enter, retried, sound_after, tail_alone=True) == [retried[1], *enter]
+    assert final_words(enter, retried, no_sound, tail_alone=True) == enter
+    assert final_words(enter, [hw(" down,", 29.26, 30.86, p=0.4), *retried[2:]], sound_after, tail_alone=True) == enter
 
 
 def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:

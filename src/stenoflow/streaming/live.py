@@ -92,6 +92,9 @@ MAX_WORD_SPEECH_S = 1.5  # a word DTW lays over more speech than this was stretc
 # dollars", 1.5 s): it may span this much more speech per digit
 DIGIT_SPEECH_S = 0.6
 SILENT_READ_S = 0.1  # punctuation read this far from any speech was read off silence
+# A word heard alone that the model was less sure of than this is as likely wrong as right (most
+# often the end of the last committed word, heard again): it does not outweigh a later hearing.
+SURE_ALONE_P = 0.5
 
 
 class LiveSession:
@@ -718,12 +721,19 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     All this holds for a last round that heard ``tail`` in context. Where ``tail_alone``, a deaf
     round's retry heard it alone, in a short window: the final hearing, of the same audio alone
     but through to its last sound and padded as Whisper was trained, replaces it ("of the Father
-    of the Father of" written over "... down to nine" by a retry, "high." by the final hearing)."""
-    if tail_alone:
-        log.debug("final hearing %r in place of %r, heard alone by a retry", "".join(w.word.word for w in heard),
-                  "".join(w.word.word for w in tail))
-        return heard
+    of the Father of" written over "... down to nine" by a retry, "high." by the final hearing),
+    except the words before its first one that the retry was sure of and heard over sound."""
     keys = [word_key(w.word.word) for w in tail]
+    if tail_alone:
+        # Both heard the audio alone; the final hearing may still lay a word over a short one
+        # before it ("Enter" over "Down. ... Enter."): the retry's words before the final
+        # hearing's first one that it was sure of, over sound, stand.
+        j = keys.index(word_key(heard[0].word.word)) if heard and word_key(heard[0].word.word) in keys else 0
+        kept = [w for w in tail[:j] if w.word.probability >= SURE_ALONE_P] \
+            if j and sound_to(tail[j].word.start) >= ECHO_SOUND_S else []
+        log.debug("final hearing %r in place of %r, heard alone by a retry%s", "".join(w.word.word for w in heard),
+                  "".join(w.word.word for w in tail), f"; kept {''.join(w.word.word for w in kept)!r}" if kept else "")
+        return [*kept, *heard]
     i = next((k for k, w in enumerate(heard) if word_key(w.word.word) in keys), None)
     if i is None:
         if repeats_committed(tail, committed):
