@@ -725,12 +725,9 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     except the words before its first one that the retry was sure of and heard over sound."""
     keys = [word_key(w.word.word) for w in tail]
     if tail_alone:
-        # Both heard the audio alone; the final hearing may still lay a word over a short one
-        # before it ("Enter" over "Down. ... Enter."): the retry's words before the final
-        # hearing's first one that it was sure of, over sound, stand.
-        j = keys.index(word_key(heard[0].word.word)) if heard and word_key(heard[0].word.word) in keys else 0
-        kept = [w for w in tail[:j] if w.word.probability >= SURE_ALONE_P] \
-            if j and sound_to(tail[j].word.start) >= ECHO_SOUND_S else []
+        # Both heard the audio alone: of the words the final hearing laid its first one over,
+        # those the retry was sure of stand.
+        kept = [w for w in tail[: laid_over(heard, keys, tail, sound_to)] if w.word.probability >= SURE_ALONE_P]
         log.debug("final hearing %r in place of %r, heard alone by a retry%s", "".join(w.word.word for w in heard),
                   "".join(w.word.word for w in tail), f"; kept {''.join(w.word.word for w in kept)!r}" if kept else "")
         return [*kept, *heard]
@@ -754,9 +751,7 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         log.debug("heard alone %r where the last round heard %r: kept the last round's",
                   "".join(w.word.word for w in heard[:i]), "".join(w.word.word for w in tail[:j]))
         return [*tail[:j], *heard[i:]]
-    if not i and j and sound_to(tail[j].word.start) >= ECHO_SOUND_S:
-        # Alone, Whisper may miss a short word before the next one and lay that one over both
-        # ("Enter" over "Down. ... Enter."): the last round, in context, heard it over sound.
+    if not i and laid_over(heard, keys, tail, sound_to):  # the last round, in context, heard them over sound
         log.debug("kept %r: the last round heard it before %r, over sound the final hearing missed",
                   "".join(w.word.word for w in tail[:j]), heard[0].word.word)
         first = heard[0].word
@@ -767,6 +762,17 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
                   "".join(w.word.word for w in heard[:i]))
         return heard[i:]
     return heard
+
+
+def laid_over(heard: Sequence[HeardWord], keys: Sequence[str], tail: Sequence[HeardWord],
+              sound_to: Callable[[float], float]) -> int:
+    """How many of ``tail``'s words (``keys``) the final hearing ``heard`` laid its first word
+    over: alone, Whisper may miss a short word before the next one and lay that one over both
+    ("Enter" over "Down. ... Enter."). 0 unless its first word is a later word of ``tail`` with
+    sound before it (``sound_to``, as in :func:`final_words`)."""
+    first = word_key(heard[0].word.word) if heard else None
+    j = keys.index(first) if first in keys else 0
+    return j if j and sound_to(tail[j].word.start) >= ECHO_SOUND_S else 0
 
 
 def repeats_committed(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> bool:
