@@ -62,6 +62,11 @@ log = logging.getLogger(__name__)
 SNAP_S = 0.1  # a cut between two words moves to the quietest point this close to their boundary
 ONSET_LEAD_S = 0.3  # audio kept before the first sound when silence is cut away
 SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer keeps
+# Across a pause the committed speech before it is no context: in silence, the buffer keeps only
+# this much after the committed end. Heard again before a short word said seconds later, it
+# made Whisper write the last committed word again in its place ("Hello. Hello." over "Hello.
+# ... Down.") or lay the next word over both; the committed text stays the prompt.
+PAUSE_CONTEXT_S = 0.5
 # A round is deaf when it heard no new word, or its first new word comes after this much speech
 # that no word covers, in the audio after the committed words (the end of the buffer, where a
 # word may still be arriving, is left out).
@@ -487,9 +492,10 @@ class LiveSession:
     def _cut(self) -> None:
         """Cut the buffer where the words before the cut are final: at the latest committed
         sentence end that leaves ``context_s`` of committed speech in the buffer, or, once the
-        buffer is longer than ``buffer_trim_s``, at the latest such word boundary. In silence,
-        keep only the last second before the next sound (sound a round heard with a second of
-        silence after it is not the next sound)."""
+        buffer is longer than ``buffer_trim_s``, at the latest such word boundary. In silence
+        (from ``PAUSE_CONTEXT_S`` after the committed words), keep only the last second before
+        the next sound (sound a round heard with a second of silence after it is not the next
+        sound)."""
         o = self.options
         inside = self._committed[self._in_buffer :]
         keep_from = self._committed_end - o.context_s
@@ -519,7 +525,7 @@ class LiveSession:
             onset = self.buffer.first_sound(since, quiet_to + ONSET_LEAD_S)
             if onset is not None:
                 quiet_to = onset - ONSET_LEAD_S
-            if quiet_to > max(self._committed_end + o.context_s, cut or self.buffer.offset):
+            if quiet_to > max(self._committed_end + min(o.context_s, PAUSE_CONTEXT_S), cut or self.buffer.offset):
                 cut, first_kept = quiet_to, len(self._committed)
         if cut is not None and cut > self.buffer.offset + 0.01:
             self._trim(cut)
