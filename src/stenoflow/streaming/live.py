@@ -62,10 +62,11 @@ log = logging.getLogger(__name__)
 SNAP_S = 0.1  # a cut between two words moves to the quietest point this close to their boundary
 ONSET_LEAD_S = 0.3  # audio kept before the first sound when silence is cut away
 SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer keeps
-# Across a pause the committed speech before it is no context: in silence, the buffer keeps only
-# this much after the committed end. Heard again before a short word said seconds later, it
-# made Whisper write the last committed word again in its place ("Hello. Hello." over "Hello.
-# ... Down.") or lay the next word over both; the committed text stays the prompt.
+# Across a pause the committed speech before it is no context: once the silence reaches this far
+# past the committed end, the buffer drops that speech and keeps only the last second before the
+# next sound. Heard again before a short word said seconds later, it made Whisper write the last
+# committed word again in its place ("Hello. Hello." over "Hello. ... Down.") or lay the next
+# word over both; the committed text stays the prompt.
 PAUSE_CONTEXT_S = 0.5
 # A round is deaf when it heard no new word, or its first new word comes after this much speech
 # that no word covers, in the audio after the committed words (the end of the buffer, where a
