@@ -193,7 +193,8 @@ def test_words_alone_between_silences_are_committed_once(base_default: Model, st
     assert_lone_words_committed_once(stream, run)
 
 
-@pytest.mark.parametrize(("stream", "seed"), [("again", 5), ("words", 1), ("words", 11), ("words", 13)])
+@pytest.mark.parametrize(("stream", "seed"), [("again", 5), ("again", 25), ("words", 1), ("words", 8), ("words", 11),
+                                            ("words", 13), ("words", 29)])
 def test_words_alone_are_committed_once_where_rounds_fell_that_lost_them(base_default: Model, stream: str,
                                                                         seed: int) -> None:
     """Realtime rounds fall where the compute puts them; under these seeded schedules of round
@@ -201,7 +202,9 @@ def test_words_alone_are_committed_once_where_rounds_fell_that_lost_them(base_de
     a loop of four, was cut to its first copy, and the rest heard alone laid one "Again." over
     both; alone, the final hearing laid "Enter" over "Down. ... Enter.", and the last round's
     "Down." gave way to it; the last round wrote its prompt again ("Go forward 10 meters.") in
-    place of the "Down." the round before left unconfirmed."""
+    place of the "Down." the round before left unconfirmed. A round wrote the second "Again." as
+    two copies, one laid over the silence after it, and both were committed; no round heard a
+    word in "Down.", and with a second of silence after it the buffer cut it away."""
     items, tail, first_voice = LONE_WORDS[stream]
     run = run_stream(lambda: base_default.stream(), spoken(items, tail, first_voice), "realtime", chunk_s=0.1,
                      clock=ScheduledClock(seed))

@@ -25,6 +25,7 @@ from stenoflow.streaming.live import (
     new_words,
     prompt_tokens,
     restart_length,
+    silent_copy_at,
     spoken_length,
     stretched_at,
     where_spoken,
@@ -446,6 +447,22 @@ def test_words_from_one_laid_over_a_whole_sentence_wait_for_a_round_that_hears_t
     slow = [hw(" Turn", 23.6, 24.5), hw(" the", 24.5, 24.7), hw(" volume.", 24.7, 25.4)]
     assert stretched_at(slow, speech) == 3
     assert stretched_at([hw(" Turn", 22.9, 24.5), *slow[1:]], speech) == 3
+
+
+def test_a_copy_of_a_word_laid_over_silence_waits_for_a_round_that_hears_it() -> None:
+    # "Again." said at 0.54-0.93 s and at 3.94-4.42 s; the decoder wrote it three times, and DTW
+    # laid the third copy over the silence after the second saying.
+    def speech(lo: float, hi: float) -> float:
+        return sum(max(0.0, min(hi, b) - max(lo, a)) for a, b in ((0.54, 0.93), (3.94, 4.42)))
+
+    first, second, third = hw(" Again.", 0.0, 0.72), hw(" Again.", 1.8, 4.16), hw(" Again.", 4.84, 5.98)
+    assert silent_copy_at([first, second, third], speech) == 2
+    assert silent_copy_at([first, second], speech) == 2
+    # A number spelled and in digits is one word; a copy's start over silence is not enough.
+    assert silent_copy_at([hw(" Seven.", 0.5, 0.9), hw(" 7.", 1.0, 2.0)], speech) == 1
+    assert silent_copy_at([hw(" very", 3.6, 3.9), hw(" very", 3.9, 4.2), hw(" good.", 4.2, 4.4)], speech) == 3
+    # Only a word repeated right after itself counts: a word alone over silence is another rule's.
+    assert silent_copy_at([first, hw(" Stop.", 2.0, 2.5)], speech) == 2
 
 
 def test_a_number_in_digits_may_span_the_words_it_is_said_in() -> None:

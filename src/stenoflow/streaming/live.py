@@ -73,6 +73,7 @@ PAUSE_CONTEXT_S = 0.5
 # word may still be arriving, is left out).
 DEAF_SPEECH_S = 0.6
 DEAF_EDGE_S = 0.5
+LONE_SPEECH_S = 0.25  # speech no round heard a word in, alone before silence, that is heard again alone
 IDLE_SILENCE_S = 1.0  # silence after the last speech a round heard before idle rounds are skipped
 # A retry of a deaf round hears this much committed speech before the end of the last committed
 # word: started at that end, where DTW may end the word early, Whisper writes the rest of it as a
@@ -94,6 +95,7 @@ Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts 
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
 UNSPOKEN_S = 0.5  # last words with no speech this close to them were not said: Whisper wrote them over noise
 MAX_WORD_SPEECH_S = 1.5  # a word DTW lays over more speech than this was stretched over words not heard
+COPY_SPEECH_S = 0.1  # a word written again right after itself over less speech than this is a loop copy
 # ... but a number in digits is said in several words ("$947." as "nine hundred and forty-seven
 # dollars", 1.5 s): it may span this much more speech per digit
 DIGIT_SPEECH_S = 0.6
@@ -301,14 +303,17 @@ class LiveSession:
     def _spoken(self, words: list[HeardWord], end: float, final: bool) -> list[HeardWord]:
         """``words`` (heard in audio that ends at ``end``) up to the last one speech lies near
         (see :func:`spoken_length`) and, but in the final hearing, before the first one laid
-        over more speech than a word holds (see :func:`stretched_at`)."""
+        over more speech than a word holds (see :func:`stretched_at`) or a copy of the word
+        before it laid over silence (see :func:`silent_copy_at`)."""
         n = spoken_length(words, self.speech.seconds, end)
         if n < len(words):
             log.debug("dropped %r: no speech near them", "".join(w.word.word for w in words[n:]))
-        if not final and (k := stretched_at(words[:n], self.speech.seconds)) < n:
-            log.debug("held back %r: %r is laid over more speech than a word holds",
-                      "".join(w.word.word for w in words[k:n]), words[k].word.word)
-            n = k
+        if not final:
+            for held, why in ((stretched_at, "is laid over more speech than a word holds"),
+                              (silent_copy_at, "repeats the word before it over silence")):
+                if (k := held(words[:n], self.speech.seconds)) < n:
+                    log.debug("held back %r: %r %s", "".join(w.word.word for w in words[k:n]), words[k].word.word, why)
+                    n = k
         return words[:n]
 
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
@@ -374,7 +379,10 @@ class LiveSession:
         # round deaf, but no later round may hear it again.
         vanished = not heard.words and any(w.word.end > start and self.speech.seconds(w.word.start, w.word.end)
                                            for w in self._tail)
-        if unheard < DEAF_SPEECH_S and not vanished:
+        # A short word said alone ("Down.") that no round heard: with a second of silence after
+        # it, the buffer cuts it away as a breath (see ``_cut``), so this is its last hearing.
+        lone = not heard.words and unheard >= LONE_SPEECH_S and self._heard_in_silence(covered)
+        if unheard < DEAF_SPEECH_S and not vanished and not lone:
             return heard, whole, False, False
         retry = self._hear_alone(planned.end, pad=False)
         if retry is None:
@@ -670,6 +678,20 @@ def stretched_at(words: Sequence[HeardWord], speech: Callable[[float, float], fl
     from it on wait for a round that hears them. A number in digits may span more speech (see
     :func:`speech_allowance`)."""
     return next((i for i, w in enumerate(words) if speech(w.word.start, w.word.end) > speech_allowance(w.word.word)),
+                len(words))
+
+
+def silent_copy_at(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> int:
+    """Index of the first of ``words`` that repeats the word before it (numbers spelled or in
+    digits alike) over less than ``COPY_SPEECH_S`` of speech (``speech``: seconds of speech
+    between two times, by a voice activity model); ``len(words)`` if none. A word said again
+    after a pause ("Again. ... Again.") is written as a loop of copies, one more than was said,
+    and DTW gives each copy audio of its own, the extra one the silence beside a saying:
+    committed, it is a word never said. Words from it on wait for a round that hears them. A
+    word said twice ("very very") has speech under each saying."""
+    keys = said_keys(words)
+    return next((i for i in range(1, len(words))
+                 if keys[i] == keys[i - 1] and speech(words[i].word.start, words[i].word.end) < COPY_SPEECH_S),
                 len(words))
 
 
