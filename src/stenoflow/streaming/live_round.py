@@ -300,7 +300,8 @@ def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, 
     loops where it has lost its place, and writes the copies at an instant: those are dropped,
     with all after them. But a word said again and again alone ("Again. ... Again. ... Again.")
     is written as a loop too, and there DTW gives each copy audio of its own: such copies are
-    kept. The copy before the loop always is."""
+    kept (the session holds back one whose audio holds no speech: see
+    :func:`stenoflow.streaming.live.silent_copy_at`). The copy before the loop always is."""
     ranges = list(accumulate((len(w.tokens) for w in words), initial=0))
     # A loop's copies may start mid-word (". Enter" for "Enter. Enter."): counted from the next
     # word start instead, they are the same copies; text no word start divides is cut as it lies.
