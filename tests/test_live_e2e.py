@@ -211,6 +211,18 @@ def test_words_alone_are_committed_once_where_rounds_fell_that_lost_them(base_de
     assert_lone_words_committed_once(stream, run)
 
 
+@pytest.mark.parametrize(("stream", "seed"), [("again", 0), ("words", 5), ("words", 11)])
+def test_tiny_en_commits_words_alone_once(tiny_default: Model, stream: str, seed: int) -> None:
+    """tiny.en's rounds fell where base's do not. "Again." committed alone matched every later
+    saying of it by its one word, and none was committed; "Down.", which no round heard after
+    "Hello.", was cut away as a breath; the final hearing wrote "Power. Enter. Power. Power."
+    at one instant in the silence after the last word."""
+    items, tail, first_voice = LONE_WORDS[stream]
+    run = run_stream(lambda: tiny_default.stream(), spoken(items, tail, first_voice), "realtime", chunk_s=0.1,
+                     clock=ScheduledClock(seed))
+    assert_lone_words_committed_once(stream, run)
+
+
 def assert_lone_words_committed_once(stream: str, run: StreamRun) -> None:
     items = LONE_WORDS[stream][0]
     hyp = [same_number(w) for w in normalize_text(run.text).split()]

@@ -29,6 +29,7 @@ from stenoflow.streaming.live import (
     spoken_length,
     stretched_at,
     where_spoken,
+    without_silent_runs,
 )
 from stenoflow.streaming.live_round import Heard, HeardWord, heard_copies, unheard_run
 from stenoflow.streaming.session import StreamOptions
@@ -392,15 +393,15 @@ def test_the_last_committed_word_is_matched_where_it_was_heard() -> None:
 def test_words_at_one_instant_before_the_end_of_the_audio_were_not_heard() -> None:
     costs = [hw(" It", 28.9, 29.5), hw(" costs", 29.5, 29.9), hw(" $17", 29.9, 30.4), hw(" .67.", 30.4, 31.6)]
     copy = [hw(w, 32.38, 32.38) for w in (" It", " costs", " $17", " .67.")]
-    assert unheard_run([*costs, *copy], before=33.0) == 4
+    assert unheard_run([*costs, *copy], lambda at: at < 33.0) == (4, 8)
     # Squeezed against the end of the audio, they are speech heard in part; one or two words
     # without length are common ("I" in "am I").
-    assert unheard_run([*costs, *copy], before=32.38) is None
+    assert unheard_run([*costs, *copy], lambda at: at < 32.38) is None
     short = [hw(" am", 30.08, 30.46), hw(" I", 30.46, 30.46), hw(" fellow", 30.46, 30.78)]
-    assert unheard_run([*short, hw(" a", 31.0, 31.0), hw(" b", 31.0, 31.0), *costs], before=40.0) is None
+    assert unheard_run([*short, hw(" a", 31.0, 31.0), hw(" b", 31.0, 31.0), *costs], lambda at: at < 40.0) is None
     # Three words at one instant, then more at another: the first run counts.
     run = [hw(w, 31.25, 31.25) for w in (" ask", " not.", " And")]
-    assert unheard_run([*short, *run, hw(" ask", 31.25, 32.87)], before=33.6) == 3
+    assert unheard_run([*short, *run, hw(" ask", 31.25, 32.87)], lambda at: at < 33.6) == (3, 6)
 
 
 def test_a_committed_word_stretched_over_unheard_audio_is_not_new() -> None:
@@ -463,6 +464,36 @@ def test_a_copy_of_a_word_laid_over_silence_waits_for_a_round_that_hears_it() ->
     assert silent_copy_at([hw(" very", 3.6, 3.9), hw(" very", 3.9, 4.2), hw(" good.", 4.2, 4.4)], speech) == 3
     # Only a word repeated right after itself counts: a word alone over silence is another rule's.
     assert silent_copy_at([first, hw(" Stop.", 2.0, 2.5)], speech) == 2
+
+
+def test_a_streams_first_word_said_again_after_a_pause_is_new() -> None:
+    # One word alike is no proof of a re-hearing: "Again." committed alone, the next saying of
+    # it, 2.7 s later in a buffer cut in the pause, was taken for it in every round.
+    def sound(lo: float, hi: float) -> float:
+        return max(0.0, min(hi, 4.42) - max(lo, 3.94)) if lo < 3.94 else 0.0
+
+    committed = [hw(" again.", 0.0, 1.22)]
+    again = hw(" Again.", 3.6, 4.5)
+    assert new_words([again], committed, 1.22, sound) == [again]
+    # The one committed word heard again where it was is not new.
+    hello, world = hw(" Hello", 0.55, 0.95), hw(" world", 1.0, 1.3)
+    assert new_words([hello, world], [hw(" Hello", 0.5, 0.9)], 0.9, sound) == [world]
+
+
+def test_the_final_hearing_drops_words_written_at_one_instant_over_silence() -> None:
+    # tiny.en's final hearing of "Down. ... Enter." with 0.25 s of silence after it.
+    def speech(lo: float, hi: float) -> float:
+        return sum(max(0.0, min(hi, b) - max(lo, a)) for a, b in ((30.62, 30.98), (32.99, 33.44)))
+
+    said = [hw(" Power.", 28.56, 30.99), hw(" Enter.", 33.01, 33.35)]
+    copies = [hw(w, 33.67, 33.67) for w in (" Power.", " Enter.", " Power.", " Power.")]
+    assert without_silent_runs([*said, *copies], speech) == said
+    # Only the run goes: a word after it stays.
+    between = [hw(w, 31.8, 31.8) for w in (" Down.", " Down.", " Down.")]
+    assert without_silent_runs([said[0], *between, said[1]], speech) == said
+    # Over speech the stream ended in, words squeezed at one instant were said in part.
+    squeezed = [hw(w, 33.3, 33.3) for w in (" and", " then", " we")]
+    assert without_silent_runs([said[0], *squeezed], speech) == [said[0], *squeezed]
 
 
 def test_a_number_in_digits_may_span_the_words_it_is_said_in() -> None:

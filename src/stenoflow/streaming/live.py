@@ -48,7 +48,14 @@ from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
 from stenoflow.streaming.intake import Intake
-from stenoflow.streaming.live_round import Encoded, Heard, HeardWord, LiveRound, RoundInput
+from stenoflow.streaming.live_round import (
+    Encoded,
+    Heard,
+    HeardWord,
+    LiveRound,
+    RoundInput,
+    unheard_run,
+)
 from stenoflow.streaming.prompt import fitting_count
 from stenoflow.streaming.speech import SpeechTrack
 
@@ -304,16 +311,18 @@ class LiveSession:
         """``words`` (heard in audio that ends at ``end``) up to the last one speech lies near
         (see :func:`spoken_length`) and, but in the final hearing, before the first one laid
         over more speech than a word holds (see :func:`stretched_at`) or a copy of the word
-        before it laid over silence (see :func:`silent_copy_at`)."""
+        before it laid over silence (see :func:`silent_copy_at`); in the final hearing, without
+        runs of words written at one instant over silence (see :func:`without_silent_runs`)."""
         n = spoken_length(words, self.speech.seconds, end)
         if n < len(words):
             log.debug("dropped %r: no speech near them", "".join(w.word.word for w in words[n:]))
-        if not final:
-            for held, why in ((stretched_at, "is laid over more speech than a word holds"),
-                              (silent_copy_at, "repeats the word before it over silence")):
-                if (k := held(words[:n], self.speech.seconds)) < n:
-                    log.debug("held back %r: %r %s", "".join(w.word.word for w in words[k:n]), words[k].word.word, why)
-                    n = k
+        if final:
+            return without_silent_runs(words[:n], self.speech.seconds)
+        for held, why in ((stretched_at, "is laid over more speech than a word holds"),
+                          (silent_copy_at, "repeats the word before it over silence")):
+            if (k := held(words[:n], self.speech.seconds)) < n:
+                log.debug("held back %r: %r %s", "".join(w.word.word for w in words[k:n]), words[k].word.word, why)
+                n = k
         return words[:n]
 
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
@@ -357,11 +366,13 @@ class LiveSession:
     def _unless_deaf(self, encoded: Encoded, whole: Heard, heard: Heard,
                      heard_before: int) -> tuple[Heard, Heard, bool, bool]:
         """A round that heard no new word (where there is speech, or where the last round heard
-        words over speech), or skipped speech before its first one, is decoded
+        words over speech), skipped speech before its first one, or left a short word after its
+        last one unheard before a second of silence (``LONE_SPEECH_S``), is decoded
         again on the audio after the committed words alone, without prompt or draft (a prompt
         or a buffer cut mid-sentence can make Whisper hear nothing). Where the round heard
         nothing, the hearing alone wins if it heard more; where the round skipped speech, what
-        the hearing alone puts before the round's first word goes before the round's words:
+        the hearing alone puts before the round's first word goes before the round's words, and
+        where it left a short word unheard, what it writes after them follows them:
         alone, Whisper is a worse judge of the words the round heard in context ("Turn right at
         the next corner" heard alone as "to the next corner"). Where the hearing alone, too,
         heard nothing new or ended its text over speech, the round's hypothesis decoded on past
@@ -379,9 +390,11 @@ class LiveSession:
         # round deaf, but no later round may hear it again.
         vanished = not heard.words and any(w.word.end > start and self.speech.seconds(w.word.start, w.word.end)
                                            for w in self._tail)
-        # A short word said alone ("Down.") that no round heard: with a second of silence after
-        # it, the buffer cuts it away as a breath (see ``_cut``), so this is its last hearing.
-        lone = not heard.words and unheard >= LONE_SPEECH_S and self._heard_in_silence(covered)
+        # A short word said alone ("Down.") that no round heard, whether or not this round heard
+        # words before it: with a second of silence after it, the buffer cuts it away as a
+        # breath (see ``_cut``), so this is its last hearing.
+        after = self._left(heard, planned) if heard.words else unheard
+        lone = after >= LONE_SPEECH_S and self._heard_in_silence(covered)
         if unheard < DEAF_SPEECH_S and not vanished and not lone:
             return heard, whole, False, False
         retry = self._hear_alone(planned.end, pad=False)
@@ -411,11 +424,17 @@ class LiveSession:
         if heard.words:
             retry_first = retry.words[0].word.start
             skipped = tuple(w for w in retry.words if w.word.end <= first + TIME_TOLERANCE_S)
-            if not skipped or self.speech.seconds(covered, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
+            if skipped and self.speech.seconds(covered, min(retry_first, planned.end - DEAF_EDGE_S)) >= unheard:
+                skipped = ()
+            # Alone, the speech after the round's last word may be heard: what the hearing alone
+            # writes after the round's words, beyond a re-hearing of them (see :func:`new_words`).
+            last = heard.words[-1].word
+            beyond = tuple(new_words(retry.words, heard.words, last.end, self.buffer.sound_after_pause)) if lone else ()
+            if not skipped and not beyond:
                 return heard, whole, True, False
-            retry = replace(retry, words=(*skipped, *heard.words))
+            retry = replace(retry, words=(*skipped, *heard.words, *beyond))
         log.debug("round heard %s; alone, the audio after %.2f s gives %r", "nothing" if not heard.words else
-                  f"from {first:.2f} s only", start, "".join(w.word.word for w in retry.words))
+                  f"{first:.2f}-{heard.words[-1].word.end:.2f} s only", start, "".join(w.word.word for w in retry.words))
         return retry, whole, True, not heard.words
 
     def _heard_through(self) -> float:
@@ -605,11 +624,14 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
               sound: Sound | None = None) -> list[HeardWord]:
     """The words of a hypothesis after those that re-transcribe ``committed`` (the committed
     words its audio may hold, the last ending at ``committed_end``): by text where the two
-    clearly line up, else by time."""
+    clearly line up (two words or more), else by time. One word alike is no proof: a stream's
+    first word said again after a pause ("Again. ... Again.") matched the one word committed,
+    and no later saying of it was ever new; by time, a first word that repeats the last
+    committed one is new only over sound of its own (see :func:`drop_clipped_repeat`)."""
     if committed and words:
         score, cut = tail_prefix_alignment([word_key(w.word.word) for w in committed[-CONTEXT_WORDS:]],
                                            [word_key(w.word.word) for w in words])
-        if score >= min(2, len(committed)):
+        if score >= 2:
             last = committed[-1].word
             # Ties leave revised last words ("maus trap" heard again as "mouth strap") over as
             # new: they are not, when they start within the committed words. A word after the
@@ -693,6 +715,21 @@ def silent_copy_at(words: Sequence[HeardWord], speech: Callable[[float, float], 
     return next((i for i in range(1, len(words))
                  if keys[i] == keys[i - 1] and speech(words[i].word.start, words[i].word.end) < COPY_SPEECH_S),
                 len(words))
+
+
+def without_silent_runs(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> list[HeardWord]:
+    """``words`` of a stream's final hearing without every run of words written at one instant
+    (see :func:`~stenoflow.streaming.live_round.unheard_run`) with no speech (``speech``: seconds
+    of it between two times, by a voice activity model) within ``SILENT_READ_S`` of that
+    instant. A round leaves such runs at the end of its audio to the next, since speech heard
+    in part is squeezed there; the final hearing has no next, and its audio ends in the
+    silence after the last word, where tiny.en wrote "Power. Enter. Power. Power." after the
+    "Enter." said. Over speech the stream ended in, a run stays: those words were said."""
+    kept = list(words)
+    while (run := unheard_run(kept, lambda at: not speech(at - SILENT_READ_S, at + SILENT_READ_S))) is not None:
+        log.debug("dropped %r: written at one instant over silence", "".join(w.word.word for w in kept[run[0]:run[1]]))
+        kept = kept[: run[0]] + kept[run[1] :]
+    return kept
 
 
 def speech_allowance(word: str) -> float:

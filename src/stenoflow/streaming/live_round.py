@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from typing import TYPE_CHECKING
@@ -265,7 +265,8 @@ class LiveRound:
             words = words[:k]
         # Like a loop, words that were not heard end what the round heard, unless no later round
         # hears this audio again.
-        run = None if final else unheard_run(words, end - o.margin_s)
+        found = None if final else unheard_run(words, lambda at: at < end - o.margin_s)
+        run = None if found is None else found[0]
         if run is not None:
             log.debug("round output has %r at one instant: kept the words before it",
                       "".join(w.word.word for w in words[run:]))
@@ -318,22 +319,23 @@ def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, 
     return k
 
 
-def unheard_run(words: Sequence[HeardWord], before: float) -> int | None:
-    """Index of the first of ``UNHEARD_RUN`` or more words that the alignment heads place at one
-    instant before ``before``, or None. Nobody says three words in no time: the decoder wrote
-    them while its attention stood still, most often a copy of what it had just heard ("It
-    costs $17.67. It costs $17.67.", the second at one instant, 0.9 s before the end of the
-    audio), and their times then say they are new speech. The loop rule misses such copies
-    (two or three of a short phrase). Runs at the end of the audio are left alone: words
+def unheard_run(words: Sequence[HeardWord], unheard: Callable[[float], bool]) -> tuple[int, int] | None:
+    """Where (start and stop index) the first run of ``UNHEARD_RUN`` or more words lies that the
+    alignment heads place at one instant for which ``unheard`` holds, or None. Nobody says three
+    words in no time: the decoder wrote them while its attention stood still, most often a copy
+    of what it had just heard ("It costs $17.67. It costs $17.67.", the second at one instant,
+    0.9 s before the end of the audio), and their times then say they are new speech. The loop rule misses such copies
+    (two or three of a short phrase). A round leaves runs at the end of its audio alone: words
     squeezed against it are the usual output for speech heard in part, and no round commits
-    words there."""
+    words there; the final hearing, runs over speech (see
+    :meth:`stenoflow.streaming.live.LiveSession._spoken`)."""
     i = 0
     while i < len(words):
         instant = words[i].word.start
         j = i
         while j < len(words) and words[j].word.start == words[j].word.end == instant:
             j += 1
-        if j - i >= UNHEARD_RUN and instant < before:
-            return i
+        if j - i >= UNHEARD_RUN and unheard(instant):
+            return i, j
         i = max(j, i + 1)
     return None
