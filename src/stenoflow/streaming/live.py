@@ -215,15 +215,16 @@ class LiveSession:
         inp = encoded.input
         self._heard_end = inp.end
         heard_before = max(0, inp.committed_before - self._dropped)
-        draft, hold = self._draft(inp) if self.options.guide else ((), 0)
+        draft, hold, drafted_to = self._draft(inp) if self.options.guide else ((), 0, inp.offset)
+        new_s = inp.end - drafted_to  # the audio the draft was not heard over
         # The next round is planned before this one's results move the buffer, whether it then
         # runs beside this decoding (pipeline) or after it: both ways compute the same thing.
         ahead = self._plan() if self._next_due() else None
         if ahead is not None and self.pipeline is not None:
-            heard, self._ahead = self.pipeline.run(lambda: self.round.decode(encoded, draft, hold),
+            heard, self._ahead = self.pipeline.run(lambda: self.round.decode(encoded, draft, hold, new_s=new_s),
                                                    lambda: self.round.encode(ahead))
         else:
-            heard = self._decode(encoded, draft, hold)
+            heard = self._decode(encoded, draft, hold, new_s=new_s)
             self._ahead = self._encode(ahead) if ahead is not None else None
         whole = heard
         heard = replace(heard, words=tuple(self._fresh(heard.words, heard_before, heard.end)))
@@ -283,19 +284,20 @@ class LiveSession:
                 "buffer_s": planned.duration, "committed": float(len(forced)), "skipped": 1.0,
                 "round_ms": 1000 * (time.perf_counter() - t0)}
 
-    def _draft(self, inp: RoundInput) -> tuple[tuple[int, ...], int]:
+    def _draft(self, inp: RoundInput) -> tuple[tuple[int, ...], int, float]:
         """What the round is expected to hear: the previous round's tokens from the start of this
         round's buffer on (its own words, punctuation and timestamps), or, if that round heard
-        nothing there, the committed and unconfirmed words still in the buffer; and with
+        nothing there, the committed and unconfirmed words still in the buffer; with
         ``beam_tail``, how many of its tokens are words this round may commit, over which the
-        beam stays shut (0: none)."""
+        beam stays shut (0: none); and where the draft's last word ends (the buffer's start
+        without one)."""
         if self._previous is not None:
             until = inp.end - self.options.margin_s
             draft, hold = self._previous.draft(inp.offset, self.model.tokenizer.timestamp_begin, until)
             if draft:
-                return draft, hold if self.options.beam_tail else 0
+                return draft, hold if self.options.beam_tail else 0, self._previous.words[-1].word.end
         words = [*self._committed[max(0, inp.committed_before - self._dropped) :], *self._tail]
-        return tuple(t for w in words for t in w.tokens), 0
+        return tuple(t for w in words for t in w.tokens), 0, words[-1].word.end if words else inp.offset
 
     def _fresh(self, words: Sequence[HeardWord], first: int, end: float, final: bool = False) -> list[HeardWord]:
         """The words of a hypothesis that are new: see :func:`new_words`. ``first`` indexes the
@@ -511,10 +513,11 @@ class LiveSession:
             return self.round.encode(inp, pad)
         return self.pipeline.encode(lambda: self.round.encode(inp, pad))
 
-    def _decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0, min_tokens: int = 0) -> Heard:
+    def _decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0, min_tokens: int = 0,
+                new_s: float | None = None) -> Heard:
         if self.pipeline is None:
-            return self.round.decode(encoded, draft, hold, min_tokens)
-        return self.pipeline.decode(lambda: self.round.decode(encoded, draft, hold, min_tokens))
+            return self.round.decode(encoded, draft, hold, min_tokens, new_s)
+        return self.pipeline.decode(lambda: self.round.decode(encoded, draft, hold, min_tokens, new_s))
 
     # --- the buffer ------------------------------------------------------------------------------
     def _cut(self) -> None:

@@ -52,6 +52,12 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 16000
 MIN_SAMPLE_LEN = 32  # tokens a round may write however short its buffer
 TOKENS_PER_S = 12  # ... plus this many per second of it (speech runs at 3-5 tokens a second)
+# A round with a draft writes at most this many tokens more than the draft, plus TOKENS_PER_S per
+# second of the audio the draft was not heard over. Where the audio ends mid-phrase, Whisper
+# writes on past it ("... you have to be careful. You can't just go to the computer."), up
+# to the loop rule or the length limit, one pass a token: words past the end, which no round
+# commits.
+DRAFT_SLACK = 8
 CUT_SLACK_S = 0.1  # a word starting this little before a cut is still in the buffer (DTW times)
 MIN_COPY_S = 0.1  # a copy of a loop DTW lays over less audio than this was not heard (see heard_copies)
 UNHEARD_RUN = 3  # words the alignment heads place at one instant that were not heard (see unheard_run)
@@ -174,13 +180,17 @@ class LiveRound:
 
     # --- stage B ------------------------------------------------------------------------------
     @torch.inference_mode()
-    def decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0, min_tokens: int = 0) -> Heard:
+    def decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0, min_tokens: int = 0,
+               new_s: float | None = None) -> Heard:
         """Decode the encoded buffer with ``draft`` (text tokens expected from its start), holding
         its first ``hold`` tokens (see ``DecodingOptions.reference_hold``), with no end-of-text
-        among the first ``min_tokens``. An encoded buffer may be decoded again (see ``continues``)."""
+        among the first ``min_tokens``. ``new_s``: seconds of audio at the buffer's end that the
+        draft was not heard over, which bound how far the round writes past the draft (see
+        ``DRAFT_SLACK``; None: only the buffer's length does). An encoded buffer may be decoded
+        again (see ``continues``)."""
         inp = encoded.input
         t0 = time.perf_counter()
-        options = replace(self._decoding(inp, draft, hold), min_tokens=min_tokens)
+        options = replace(self._decoding(inp, draft, hold, new_s), min_tokens=min_tokens)
         encoded.prefilled.inference.rollback(len(encoded.prefilled.tokens))
         cross = encoded.prefilled.inference.cross
         result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
@@ -206,15 +216,19 @@ class LiveRound:
         return (encoded.draft is None and self.heads is None and self.options.beam_size == 1
                 and encoded.prefilled.inference.cache.batch == 1)
 
-    def _decoding(self, inp: RoundInput, draft: tuple[int, ...] = (), hold: int = 0) -> DecodingOptions:
+    def _decoding(self, inp: RoundInput, draft: tuple[int, ...] = (), hold: int = 0,
+                  new_s: float | None = None) -> DecodingOptions:
         o = self.options
+        sample_len = MIN_SAMPLE_LEN + round(TOKENS_PER_S * inp.duration)
+        if draft and new_s is not None:
+            sample_len = min(sample_len, len(draft) + DRAFT_SLACK + round(TOKENS_PER_S * max(new_s, 0.0)))
         return DecodingOptions(
             language=o.language,
             beam_size=o.beam_size if o.beam_size > 1 else None,
             prompt=list(inp.prompt) or None,
             max_timestamp=max(inp.duration, 0.04),  # nothing after the buffer's end
             stop_loops=True,
-            sample_len=MIN_SAMPLE_LEN + round(TOKENS_PER_S * inp.duration),
+            sample_len=sample_len,
             reference=draft or None,
             reference_mode="draft" if draft else None,
             beam_gate=o.gate,
