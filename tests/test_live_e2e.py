@@ -20,7 +20,7 @@ from stenoflow.bench.tts import Voice
 from stenoflow.bench.varied import varied_stream
 from stenoflow.streaming.drivers import MODES, ScheduledClock, StreamRun, run_stream
 from stenoflow.streaming.live import same_number
-from stenoflow.streaming.live_round import Heard, LiveRound, RoundInput
+from stenoflow.streaming.live_round import DRAFT_SLACK, Heard, LiveRound, RoundInput
 from stenoflow.streaming.session import StreamOptions
 from stenoflow.streaming.variants import cpu_compute
 
@@ -370,6 +370,21 @@ def test_a_list_neither_the_rounds_nor_their_hearings_alone_hear_is_committed_so
     assert len(listed) >= len(text.split()) - 3, run.text
     late = [(w.word, round(w.emitted_at - w.end, 2)) for w in listed if w.emitted_at - w.end > 3.0]
     assert not late, (late, run.text)
+
+
+def test_a_round_with_a_draft_writes_what_it_would_write_cut_short_past_it(tiny: Model,
+                                                                          jfk_audio: np.ndarray) -> None:
+    """A round writes at most ``DRAFT_SLACK`` tokens more than its draft, plus some for audio the
+    draft was not heard over: the same greedy tokens as without the bound, cut short."""
+    live_round = LiveRound(tiny, StreamOptions().resolved(tiny))
+    encoded = live_round.encode(RoundInput(jfk_audio[: 7 * SR], 0.0, ()))
+    whole = live_round.decode(encoded, ())
+    draft = whole.tokens[:3]
+    assert len(whole.tokens) > len(draft) + DRAFT_SLACK
+    bounded = live_round.decode(encoded, draft, new_s=0.0)
+    assert len(bounded.tokens) <= len(draft) + DRAFT_SLACK
+    assert bounded.tokens == whole.tokens[: len(bounded.tokens)] and not bounded.ended
+    assert live_round.decode(encoded, draft).tokens == whole.tokens
 
 
 def test_a_round_decoded_again_past_its_end_keeps_its_words_and_goes_on(tiny: Model, jfk_audio: np.ndarray) -> None:
