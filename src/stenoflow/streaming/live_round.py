@@ -338,10 +338,10 @@ def unheard_run(words: Sequence[HeardWord], unheard: Callable[[float], bool]) ->
     alignment heads place at one instant for which ``unheard`` holds, or None. Nobody says three
     words in no time: the decoder wrote them while its attention stood still, most often a copy
     of what it had just heard ("It costs $17.67. It costs $17.67.", the second at one instant,
-    0.9 s before the end of the audio), and their times then say they are new speech. The loop rule misses such copies
-    (two or three of a short phrase). A round leaves runs at the end of its audio alone: words
-    squeezed against it are the usual output for speech heard in part, and no round commits
-    words there; the final hearing, runs over speech (see
+    0.9 s before the end of the audio), and their times then say they are new speech. The loop
+    rule misses such copies (two or three of a short phrase). A round leaves runs at the end of
+    its audio alone: words squeezed against it are the usual output for speech heard in part,
+    and no round commits words there; the final hearing leaves runs over speech alone (see
     :meth:`stenoflow.streaming.live.LiveSession._spoken`)."""
     i = 0
     while i < len(words):
