@@ -271,6 +271,23 @@ def test_the_last_word_before_a_pause_is_committed_as_soon_as_the_words_before_i
     assert sum(last) / len(last) <= 1.0 and max(last) <= 1.5, lags  # 1.38 and 2.03 s when it did
 
 
+CARDS = [(2.0, "Queen of hearts."), (1.2, "Ace of spades."), (1.2, "Two of clubs."), (3.0, "Done.")]
+
+
+def test_a_short_last_word_is_committed_and_not_the_list_written_again_over_it(base_default: Model) -> None:
+    """Conditioned on a card list, rounds wrote it again ("The Queen of Hearts Ace of Spades To
+    Unclubs") over the "Done." said alone at the stream's end. The final hearing, alone, heard
+    "Done!", but Whisper's unsure no-speech guess silenced it: the voice activity model found
+    0.3 s of speech there, under the 0.6 s that makes a round deaf. The copy the last round
+    left unconfirmed was committed in its place. The last word is committed, and no word twice."""
+    audio = spoken(CARDS, 0.3, first_voice=2)
+    run = run_stream(lambda: base_default.stream(), audio, "unaware", chunk_s=0.1)
+    ref = normalize_text(" ".join(text for _, text in CARDS)).split()
+    assert len(normalize_text(run.text).split()) <= len(ref), run.text  # 17 words when the list was copied
+    said_last = spoken(CARDS[:-1], CARDS[-1][0], first_voice=2).size / SR  # where "Done." starts
+    assert run.words and run.words[-1].end > said_last, run.text
+
+
 PRICES = [(0.5, "It costs seventeen dollars and sixty seven cents."),
           (1.0, "It costs ninety four dollars and seventy four cents."),
           (1.0, "The price is eighty four dollars and twenty six cents."), (1.0, "Turn right at the next corner.")]

@@ -545,6 +545,10 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
     copy = [hw(" forward", 28.3, 29.0), hw(" 10", 29.0, 30.7), hw(" meters.", 30.7, 33.3)]
     assert final_words(alone, copy, lambda t: 0.5, said) == alone
     assert final_words(alone, copy, lambda t: 0.5, said[2:]) == copy
+    # So does one that heard nothing ("Done.", which Whisper alone called silence), where the
+    # last round wrote the prompt again; a last round that did not stands.
+    assert final_words([], copy, lambda t: 0.5, said) == []
+    assert final_words([], copy, lambda t: 0.5, said[2:]) == copy
     # A last round that shares no word with the final hearing stands, and what the final hearing
     # put after its last word follows it where there is sound after that word ("Down." left
     # unconfirmed, then "Enter" heard alone, laid over both) ...

@@ -454,8 +454,9 @@ class LiveSession:
         (a retry: with ``RETRY_LEAD_S`` of the committed speech before it; ``pad``, the final
         hearing: padded to 30 s, from ``FINAL_LEAD_S`` before it); None if there is too little
         of it. Where the voice activity model hears as much
-        speech in it as makes a round deaf, Whisper's own unsure no-speech guess does not
-        silence it: a hearing alone is how a stream's last command is not lost. Words it puts
+        speech in it as a short word said alone holds (``LONE_SPEECH_S``), Whisper's own unsure
+        no-speech guess does not silence it: a hearing alone is how a stream's last command, or
+        its last word ("Done."), is not lost. Words it puts
         in the audio the last committed word was heard in (see ``_heard_through``) are that
         word's speech written again, not new, and so is a first word after them that writes the
         last committed word again over its own audio (see :func:`drop_clipped_repeat`)."""
@@ -466,7 +467,7 @@ class LiveSession:
         if samples.size < 0.1 * SAMPLE_RATE:
             return None
         start = self.buffer.offset + first / SAMPLE_RATE
-        inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= DEAF_SPEECH_S)
+        inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= LONE_SPEECH_S)
         heard = self._decode(self._encode(inp, pad), ())
         words = list(heard.words)
         through = self._heard_through()
@@ -488,17 +489,19 @@ class LiveSession:
         t0 = time.perf_counter()
         end = self.buffer.end if last_sound is None else min(self.buffer.end, last_sound + FINAL_SILENCE_S)
         heard = self._hear_alone(end, pad=True)
-        words = list(heard.words) if heard is not None and heard.words else self._tail
-        if heard is not None and heard.words:
-            # Word times at a buffer's end run early, so the audio after the last committed
-            # word may still hold it: what re-transcribes committed words is not new.
-            words = self._fresh(words, self._in_buffer, heard.end, final=True)
+        # Word times at a buffer's end run early, so the audio after the last committed word
+        # may still hold it: what re-transcribes committed words is not new.
+        words = [] if heard is None else self._fresh(list(heard.words), self._in_buffer, heard.end, final=True)
         log.debug("final hearing: %r %s; the last round left %r %s unconfirmed", "".join(w.word.word for w in words),
                   [round(w.word.probability, 2) for w in words],
                   "".join(w.word.word for w in self._tail), [round(w.word.probability, 2) for w in self._tail])
-        if self._tail and words is not self._tail:
+        # Where the final hearing heard nothing, the last round's words stand, unless, heard in
+        # context, they write the prompt again (see :func:`final_words`).
+        if self._tail and heard is not None and (heard.words or not self._tail_alone):
             words = final_words(words, self._tail, lambda t: self.buffer.sound_seconds(start, t),
                                 self._committed[-CONTEXT_WORDS:], self._tail_alone)
+        elif self._tail:
+            words = self._tail
         # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
         committed = forced + self._record(self._unechoed(list(words), end))
         self._tail, self._tail_alone = [], False
@@ -776,7 +779,8 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
 
     Alone, a second of audio can make Whisper write anything ("country" as "I'm afraid."): a
     final hearing that shares no word with ``tail`` does not replace it, unless ``tail`` writes
-    ``committed`` words again (see :func:`repeats_committed`); the words it puts after the last
+    ``committed`` words again (see :func:`repeats_committed`: "The Queen of Hearts" over
+    "Done.", whether the final hearing heard it or nothing); the words it puts after the last
     of ``tail`` over sound there follow it. One that shares a word is taken
     with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
