@@ -789,7 +789,8 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     only the final hearing does, they stand if ``sound_to`` (seconds of sound from the committed
     end to a time) finds a word's worth before the last round's first word: the last round, in
     context, may have been deaf to them. Where only the last round does, they stand if there is
-    sound for them: alone, Whisper may have been deaf to them.
+    sound for them: alone, Whisper may have been deaf to them; so do the last round's words
+    after the final hearing's last word (see :func:`heard_past`).
 
     All this holds for a last round that heard ``tail`` in context. Where ``tail_alone``, a deaf
     round's retry heard it alone, in a short window: the final hearing, of the same audio alone
@@ -820,21 +821,26 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
             return [*tail, *heard[k:]]
         return tail
     j = keys.index(word_key(heard[i].word.word))
+    words = heard
     if i and j and tail[j - 1].word.start <= heard[i].word.start:
         log.debug("heard alone %r where the last round heard %r: kept the last round's",
                   "".join(w.word.word for w in heard[:i]), "".join(w.word.word for w in tail[:j]))
-        return [*tail[:j], *heard[i:]]
-    if not i and laid_over(heard, keys, tail, sound_to):  # the last round, in context, heard them over sound
+        words = [*tail[:j], *heard[i:]]
+    elif not i and laid_over(heard, keys, tail, sound_to):  # the last round, in context, heard them over sound
         log.debug("kept %r: the last round heard it before %r, over sound the final hearing missed",
                   "".join(w.word.word for w in tail[:j]), heard[0].word.word)
         first = heard[0].word
         start = min(max(first.start, tail[j].word.start), first.end)
-        return [*tail[:j], replace(heard[0], word=replace(first, start=start)), *heard[1:]]
-    if i and not j and sound_to(tail[0].word.start) < ECHO_SOUND_S:
+        words = [*tail[:j], replace(heard[0], word=replace(first, start=start)), *heard[1:]]
+    elif i and not j and sound_to(tail[0].word.start) < ECHO_SOUND_S:
         log.debug("dropped %r: the end of the last committed word, heard alone",
                   "".join(w.word.word for w in heard[:i]))
-        return heard[i:]
-    return heard
+        words = heard[i:]
+    after = heard_past(heard, keys, tail, sound_to)
+    if after:
+        log.debug("kept %r: the last round heard it after %r, over sound the final hearing missed",
+                  "".join(w.word.word for w in after), heard[-1].word.word)
+    return [*words, *after]
 
 
 def laid_over(heard: Sequence[HeardWord], keys: Sequence[str], tail: Sequence[HeardWord],
@@ -846,6 +852,19 @@ def laid_over(heard: Sequence[HeardWord], keys: Sequence[str], tail: Sequence[He
     first = word_key(heard[0].word.word) if heard else None
     j = keys.index(first) if first in keys else 0
     return j if j and sound_to(tail[j].word.start) >= ECHO_SOUND_S else 0
+
+
+def heard_past(heard: Sequence[HeardWord], keys: Sequence[str], tail: Sequence[HeardWord],
+               sound_to: Callable[[float], float]) -> list[HeardWord]:
+    """The words of ``tail`` (``keys``) after the last word of the final hearing ``heard``, where
+    ``tail`` holds that word and there is sound under them (``sound_to``, as in
+    :func:`final_words`): alone, Whisper may lay its last word over the words after it too
+    ("pause" over "Pause. ... Next."), as it lays its first word over those before it (see
+    :func:`laid_over`). Empty otherwise."""
+    last = word_key(heard[-1].word.word)
+    k = next((k for k in range(len(keys) - 1, -1, -1) if keys[k] == last), len(keys))
+    rest = list(tail[k + 1 :])
+    return rest if rest and sound_to(rest[-1].word.end) - sound_to(rest[0].word.start) >= ECHO_SOUND_S else []
 
 
 def repeats_committed(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> bool:
