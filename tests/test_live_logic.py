@@ -545,19 +545,19 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
     copy = [hw(" forward", 28.3, 29.0), hw(" 10", 29.0, 30.7), hw(" meters.", 30.7, 33.3)]
     assert final_words(alone, copy, lambda t: 0.5, said) == alone
     assert final_words(alone, copy, lambda t: 0.5, said[2:]) == copy
+    # So does one that heard nothing ("Done.", which Whisper alone called silence), where the
+    # last round wrote the prompt again; a last round that did not stands.
+    assert final_words([], copy, lambda t: 0.5, said) == []
+    assert final_words([], copy, lambda t: 0.5, said[2:]) == copy
     # Words the last round heard after the final hearing's last word stand over sound: alone,
     # tiny.en laid "pause" over "Pause. ... Next.".
     said_last = [hw(" Pause.", 12.5, 15.24), hw(" Next.", 15.28, 16.38)]
     paused = [hw(" pause", 12.5, 15.58)]
     def next_said(t: float) -> float:
-        return 0.4 * (t > 13.3) + 0.5 * (t > 15.7)  # "Pause" from 13.3 s, "Next" from 15.2 s
+        return 0.4 * (t > 13.3) + 0.5 * (t > 15.7)  # sound of "Pause" by 13.3 s, of "Next" by 15.7 s
 
     assert final_words(paused, said_last, next_said) == [*paused, said_last[1]]
     assert final_words(paused, said_last, lambda t: 0.4) == paused
-    # So does one that heard nothing ("Done.", which Whisper alone called silence), where the
-    # last round wrote the prompt again; a last round that did not stands.
-    assert final_words([], copy, lambda t: 0.5, said) == []
-    assert final_words([], copy, lambda t: 0.5, said[2:]) == copy
     # A last round that shares no word with the final hearing stands, and what the final hearing
     # put after its last word follows it where there is sound after that word ("Down." left
     # unconfirmed, then "Enter" heard alone, laid over both) ...
