@@ -23,6 +23,7 @@ from stenoflow.streaming.live import (
     final_words,
     is_variant,
     new_words,
+    on_speech,
     prompt_tokens,
     restart_length,
     silent_copy_at,
@@ -414,6 +415,25 @@ def test_a_committed_word_stretched_over_unheard_audio_is_not_new() -> None:
     # A new word whose start DTW squeezed a little into the committed audio is still new.
     knock = hw(" knock", 74.7, 75.2)
     assert new_words([knock], committed, 74.76) == [knock]
+
+
+def test_a_word_said_alone_lies_over_its_speech_and_the_next_one_is_new() -> None:
+    # "Five. ... Nine." said at 3.1-3.58 s and 6.08-6.5 s, with seconds of silence around them.
+    runs = [(3.1, 3.58), (6.08, 6.5)]
+    five, nine = hw(" 5", 2.0, 5.58, heard_at=3.18), hw(" 9", 3.7, 7.52)
+    placed = on_speech([five, nine], runs)
+    assert [(w.word.start, w.word.end) for w in placed] == [pytest.approx((2.9, 3.78)), pytest.approx((5.88, 6.7))]
+    assert placed[0].heard_at == five.heard_at and placed[0].tokens == five.tokens
+    # Committed where DTW laid it, "5" hides "9" behind it; laid over its speech, it does not.
+    assert new_words([nine], [five], five.word.end) == []
+    assert new_words([nine], placed[:1], placed[0].word.end) == [nine]
+    # A word at the end of a command, stretched over the pause after it, ends where it was said.
+    light, off = hw(" Light", 7.58, 7.98), hw(" off", 7.98, 9.24)
+    assert [w.word.end for w in on_speech([light, off], [(7.78, 8.51)])] == [7.98, pytest.approx(8.71)]
+    # Words in running speech, and words over no speech at all, stay where they are.
+    running = [hw(" ace", 4.3, 4.6), hw(" of", 4.6, 4.75), hw(" spades.", 4.75, 5.3)]
+    assert on_speech(running, [(4.32, 5.38)]) == running
+    assert on_speech([hw(" you.", 8.0, 9.0)], runs) == [hw(" you.", 8.0, 9.0)]
 
 
 def test_the_last_words_with_no_speech_near_them_were_not_said() -> None:

@@ -24,7 +24,13 @@ Nothing heard is lost:
 * ``finish()`` decodes the audio after the committed words once more, up to its last sound,
   unconditioned and padded to 30 s as Whisper was trained, and commits all of it (or, if it
   hears nothing, the words the last round left unconfirmed); when the last round left no word
-  unconfirmed, only if that audio holds as much speech as makes a round deaf.
+  unconfirmed, only if that audio holds as much speech as makes a round deaf, or a word said
+  alone after a pause; speech said after a pause after the words it committed is heard once
+  more from there.
+
+Committed words lie over the speech under them (see :func:`on_speech`): DTW stretches a word
+said alone over the silence around it, and a committed end laid far past its speech hides the
+next word said alone behind it.
 
 Rounds run in two stages (encode and prefill, then decode); with a :class:`.pipeline.Pipeline`
 the encoder stage of round n+1 runs beside the decoding of round n on another executor. The
@@ -98,6 +104,7 @@ TIME_TOLERANCE_S = 0.1  # a word starting this little before the committed end i
 MISPLACED_S = 1.0
 PROMPT_COPY_WORDS = 3  # committed words written again in a row that make a copy of the prompt
 FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
+FINAL_HEARINGS = 3  # most final hearings, each of the speech after the words the one before committed
 Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts it) between two absolute times
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
 UNSPOKEN_S = 0.5  # last words with no speech this close to them were not said: Whisper wrote them over noise
@@ -107,6 +114,7 @@ COPY_SPEECH_S = 0.1  # a word written again right after itself over less speech 
 # dollars", 1.5 s): it may span this much more speech per digit
 DIGIT_SPEECH_S = 0.6
 SILENT_READ_S = 0.1  # punctuation read this far from any speech was read off silence
+WORD_EDGE_S = 0.2  # silence a word keeps on either side of the speech under it
 # A word heard alone that the model was less sure of than this is as likely wrong as right (most
 # often the end of the last committed word, heard again): it does not outweigh a later hearing.
 SURE_ALONE_P = 0.5
@@ -161,10 +169,16 @@ class LiveSession:
             words, stats = self._round()
             committed += words
             rounds.append(stats)
-        words, stats = self._final_round()
-        committed += words
-        if stats:
-            rounds.append(stats)
+        # A final hearing that starts at words no round confirmed may hear those and stop
+        # ("Okay." of "Okay. ... Thanks."): speech said after the words it committed, after a
+        # pause, is heard once more from there.
+        for again in range(FINAL_HEARINGS):
+            words, stats = self._final_round(again > 0)
+            committed += words
+            if stats:
+                rounds.append(stats)
+            if not words or self._speech_after_committed() < LONE_SPEECH_S:
+                break
         if self.pipeline is not None:
             self.pipeline.close()
         return StreamUpdate(tuple(committed), (), tuple(rounds))
@@ -449,7 +463,7 @@ class LiveSession:
         round heard in full."""
         return self._committed[-1].heard_at if self._committed else 0.0
 
-    def _hear_alone(self, end: float, pad: bool) -> Heard | None:
+    def _hear_alone(self, end: float, pad: bool, through: float | None = None) -> Heard | None:
         """The audio from the last committed word to ``end`` decoded with no prompt or draft
         (a retry: with ``RETRY_LEAD_S`` of the committed speech before it; ``pad``, the final
         hearing: padded to 30 s, from ``FINAL_LEAD_S`` before it); None if there is too little
@@ -459,7 +473,8 @@ class LiveSession:
         its last word ("Done."), is not lost. Words it puts
         in the audio the last committed word was heard in (see ``_heard_through``) are that
         word's speech written again, not new, and so is a first word after them that writes the
-        last committed word again over its own audio (see :func:`drop_clipped_repeat`)."""
+        last committed word again over its own audio (see :func:`drop_clipped_repeat`);
+        ``through``: where that audio ends, if not where ``_heard_through`` says."""
         lead = FINAL_LEAD_S if pad else RETRY_LEAD_S
         first = round(max(self._committed_end - lead - self.buffer.offset, 0.0) * SAMPLE_RATE)
         last = round((end - self.buffer.offset) * SAMPLE_RATE)
@@ -470,25 +485,35 @@ class LiveSession:
         inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= LONE_SPEECH_S)
         heard = self._decode(self._encode(inp, pad), ())
         words = list(heard.words)
-        through = self._heard_through()
+        through = self._heard_through() if through is None else through
         k = next((i for i, w in enumerate(words) if mostly_after(w, through)), len(words))
         if k:
             log.debug("dropped %r: heard as part of the last committed word", "".join(w.word.word for w in words[:k]))
         words = drop_clipped_repeat(words[k:], self._committed[-1:], sound=self.buffer.sound_after_pause)
         return replace(heard, words=tuple(words))
 
-    def _final_round(self) -> tuple[list[TimedWord], dict[str, float]]:
+    def _speech_after_committed(self) -> float:
+        """Seconds of speech in the stretches of it that start after the last committed word."""
+        return sum(b - a for a, b in self.speech.runs(self.buffer.offset, self.buffer.end) if a >= self._committed_end)
+
+    def _final_round(self, again: bool = False) -> tuple[list[TimedWord], dict[str, float]]:
+        """The stream's final hearing (see ``finish``); ``again``: a hearing of the speech after
+        the words the last one committed."""
         forced = self._cap()
         start = max(self._committed_end, self.buffer.offset)
         last_sound = self.buffer.last_sound(start, self.buffer.end)
         # The last round heard all the audio in context: with nothing left unconfirmed, only
-        # speech it was deaf to (as much as makes a round deaf) is decoded again. Padded silence
-        # after the last word is where Whisper writes "Thank you." or "Hello.".
-        if not self._tail and (last_sound is None or self.speech.seconds(start, self.buffer.end) < DEAF_SPEECH_S):
+        # speech it was deaf to (as much as makes a round deaf, or a word said alone after a
+        # pause, which the end of a round's audio leaves out: see DEAF_EDGE_S) is decoded again.
+        # Padded silence after the last word is where Whisper writes "Thank you." or "Hello.".
+        if not self._tail and (last_sound is None or (self.speech.seconds(start, self.buffer.end) < DEAF_SPEECH_S
+                                                      and self._speech_after_committed() < LONE_SPEECH_S)):
             return forced, {}
         t0 = time.perf_counter()
         end = self.buffer.end if last_sound is None else min(self.buffer.end, last_sound + FINAL_SILENCE_S)
-        heard = self._hear_alone(end, pad=True)
+        # Heard again, the speech after a pause is not the last committed word's, wherever its
+        # tokens attended: the last hearing read "Okay." off "Okay. ... Thanks." and stopped.
+        heard = self._hear_alone(end, pad=True, through=self._committed_end if again else None)
         # Word times at a buffer's end run early, so the audio after the last committed word
         # may still hold it: what re-transcribes committed words is not new.
         words = [] if heard is None else self._fresh(list(heard.words), self._in_buffer, heard.end, final=True)
@@ -599,8 +624,9 @@ class LiveSession:
         return prompt_tokens(self._committed[: self._in_buffer], self.options.prompt_limit)
 
     def _record(self, words: Sequence[HeardWord]) -> list[TimedWord]:
+        """Commit ``words``, each laid over the speech under it (see :func:`on_speech`)."""
         out: list[TimedWord] = []
-        for w in words:
+        for w in on_speech(words, self.speech.runs(self.buffer.offset, self.buffer.end)):
             start = max(w.word.start, self._committed_end)
             end = max(w.word.end, start)
             if (start, end) != (w.word.start, w.word.end):
@@ -659,6 +685,28 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     # audio the decoder did not hear ("day." over 71.6-77.8 s, after it stopped at "in a day.").
     fresh = [w for w in words if mostly_after(w, committed_end) and w.word.start >= committed_end - MISPLACED_S]
     return drop_clipped_repeat(fresh, committed[-1:], sound=sound)
+
+
+def on_speech(words: Sequence[HeardWord], runs: Sequence[tuple[float, float]]) -> list[HeardWord]:
+    """``words`` each laid over the speech under it: DTW stretches a word said alone over the
+    silence around it, and the speech ``runs`` (absolute (start, end) stretches, by a voice
+    activity model) say where it was said. A word that starts (or ends) more than
+    ``WORD_EDGE_S`` before (or after) the speech under it is cut to that much of silence.
+    Rounds that heard "Five. ... Nine." with seconds of silence around them laid "5" over
+    2.0-5.6 s (said at 3.1-3.6 s) and "9" over 3.7-7.5 s (said at 6.1-6.5 s): behind the
+    committed "5", "9" started too deep inside the committed words to be new. A word over no
+    speech at all stays where it is."""
+    out = []
+    for w in words:
+        under = [(a, b) for a, b in runs if a < w.word.end and b > w.word.start]
+        if not under:
+            out.append(w)
+            continue
+        start = under[0][0] - WORD_EDGE_S if under[0][0] - w.word.start > WORD_EDGE_S + 1e-6 else w.word.start
+        end = under[-1][1] + WORD_EDGE_S if w.word.end - under[-1][1] > WORD_EDGE_S + 1e-6 else w.word.end
+        out.append(w if (start, end) == (w.word.start, w.word.end) else
+                   replace(w, word=replace(w.word, start=start, end=end)))
+    return out
 
 
 def where_spoken(words: Sequence[HeardWord], speech: Callable[[float, float], float], end: float,

@@ -76,6 +76,14 @@ class SpeechTrack:
         found = np.flatnonzero(flags)
         return None if not found.size else min(hi, (first + int(found[-1]) + 1) * CHUNK_S)
 
+    def runs(self, lo: float, hi: float) -> list[tuple[float, float]]:
+        """The stretches of speech between absolute times ``lo`` and ``hi`` (what was fed of
+        them), in order, as (start, end) in absolute seconds."""
+        first, flags = self._span(lo, hi)
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], flags.astype(np.int8), [0]])))
+        return [(max(lo, (first + int(a)) * CHUNK_S), min(hi, (first + int(b)) * CHUNK_S))
+                for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
     def forget(self, before: float) -> None:
         """Drop the flags of chunks that end before absolute time ``before``."""
         drop = min(self._flags.size, int(before / CHUNK_S) - self._first)
