@@ -288,6 +288,38 @@ def test_a_short_last_word_is_committed_and_not_the_list_written_again_over_it(b
     assert run.words and run.words[-1].end > said_last, run.text
 
 
+DIGITS = [(3.0, "Five."), (2.5, "Nine."), (3.0, "Twelve."), (1.5, "Three."), (2.0, "Eight.")]
+REPLIES = [(1.0, "Call Maria."), (3.0, "No."), (2.5, "Cancel."), (2.5, "Okay."), (1.0, "Thanks.")]
+
+
+@pytest.mark.parametrize(("items", "tail", "first_voice", "seed"), [(DIGITS, 0.4, 1, 3), (CARDS, 0.3, 2, 5)])
+def test_a_word_said_alone_after_a_committed_one_is_not_hidden_behind_it(base_default: Model, items: list[tuple[
+        float, str]], tail: float, first_voice: int, seed: int) -> None:
+    """Under these seeded schedules of slow rounds, DTW laid a number said alone ("5" of "Five.
+    ... Nine.") over seconds of the silence after it; committed so, its end hid "Nine." behind
+    it, and the rounds that heard "Nine." found no new word. The last round left "Done." out,
+    as a round leaves the end of its audio, and with nothing unconfirmed the final hearing
+    skipped its 0.3 s of speech. Each word is committed, once."""
+    run = run_stream(lambda: base_default.stream(), spoken(items, tail, first_voice), "realtime", chunk_s=0.1,
+                     clock=ScheduledClock(seed))
+    assert len(run.words) <= len(normalize_text(" ".join(text for _, text in items)).split()), run.text
+    for i, (pause, text) in enumerate(items):  # a committed word lies over each saying
+        start = spoken(items[:i], pause, first_voice).size / SR if i else pause
+        end = spoken(items[: i + 1], 0.0, first_voice).size / SR
+        assert any(w.end > start and w.start < end for w in run.words), (text, start, end, run.words)
+
+
+def test_tiny_en_hears_the_last_reply_after_the_one_before_it(tiny_default: Model) -> None:
+    """The final hearing started at "Okay.", which no round had confirmed, heard it and
+    stopped, and "Thanks.", said after a pause, was never committed. The speech after the words
+    a final hearing commits is heard once more."""
+    run = run_stream(lambda: tiny_default.stream(), spoken(REPLIES, 0.5, 4), "realtime", chunk_s=0.1,
+                     clock=ScheduledClock(4))
+    hyp = normalize_text(run.text).split()
+    assert len(hyp) == len(normalize_text(" ".join(text for _, text in REPLIES)).split()), run.text
+    assert run.words[-1].end > spoken(REPLIES[:-1], REPLIES[-1][0], 4).size / SR, run.text
+
+
 PRICES = [(0.5, "It costs seventeen dollars and sixty seven cents."),
           (1.0, "It costs ninety four dollars and seventy four cents."),
           (1.0, "The price is eighty four dollars and twenty six cents."), (1.0, "Turn right at the next corner.")]
