@@ -293,8 +293,8 @@ REPLIES = [(1.0, "Call Maria."), (3.0, "No."), (2.5, "Cancel."), (2.5, "Okay."),
 
 
 @pytest.mark.parametrize(("items", "tail", "first_voice", "seed"), [(DIGITS, 0.4, 1, 3), (CARDS, 0.3, 2, 5)])
-def test_a_word_said_alone_after_a_committed_one_is_not_hidden_behind_it(base_default: Model, items: list[tuple[
-        float, str]], tail: float, first_voice: int, seed: int) -> None:
+def test_a_word_said_alone_after_a_committed_one_is_not_hidden_behind_it(
+        base_default: Model, items: list[tuple[float, str]], tail: float, first_voice: int, seed: int) -> None:
     """Under these seeded schedules of slow rounds, DTW laid a number said alone ("5" of "Five.
     ... Nine.") over seconds of the silence after it; committed so, its end hid "Nine." behind
     it, and the rounds that heard "Nine." found no new word. The last round left "Done." out,
