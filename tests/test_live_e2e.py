@@ -290,16 +290,22 @@ def test_a_short_last_word_is_committed_and_not_the_list_written_again_over_it(b
 
 DIGITS = [(3.0, "Five."), (2.5, "Nine."), (3.0, "Twelve."), (1.5, "Three."), (2.0, "Eight.")]
 REPLIES = [(1.0, "Call Maria."), (3.0, "No."), (2.5, "Cancel."), (2.5, "Okay."), (1.0, "Thanks.")]
+PHONE = [(2.0, "Seven."), (0.6, "Four."), (0.6, "One."), (2.5, "Two, zero, nine."), (3.0, "Send it.")]
+COLORS = [(1.0, "Red, green, blue."), (2.0, "Yellow."), (2.0, "Purple."), (0.8, "Orange."), (2.0, "White.")]
 
 
-@pytest.mark.parametrize(("items", "tail", "first_voice", "seed"), [(DIGITS, 0.4, 1, 3), (CARDS, 0.3, 2, 5)])
+@pytest.mark.parametrize(("items", "tail", "first_voice", "seed"),
+                         [(DIGITS, 0.4, 1, 3), (CARDS, 0.3, 2, 5), (PHONE, 0.3, 5, 0), (COLORS, 0.5, 3, 10)])
 def test_a_word_said_alone_after_a_committed_one_is_not_hidden_behind_it(
         base_default: Model, items: list[tuple[float, str]], tail: float, first_voice: int, seed: int) -> None:
     """Under these seeded schedules of slow rounds, DTW laid a number said alone ("5" of "Five.
     ... Nine.") over seconds of the silence after it; committed so, its end hid "Nine." behind
     it, and the rounds that heard "Nine." found no new word. The last round left "Done." out,
     as a round leaves the end of its audio, and with nothing unconfirmed the final hearing
-    skipped its 0.3 s of speech. Each word is committed, once."""
+    skipped its 0.3 s of speech. "Two, zero, nine." was written as a loop whose second copy's
+    "2" lay over the end of the "9" said, and was committed again; prompted with "Red, green,
+    blue", two rounds wrote "Yellow, blue," for "Yellow.", the "blue," at an instant of the
+    silence after it. Each word is committed, once."""
     run = run_stream(lambda: base_default.stream(), spoken(items, tail, first_voice), "realtime", chunk_s=0.1,
                      clock=ScheduledClock(seed))
     assert len(run.words) <= len(normalize_text(" ".join(text for _, text in items)).split()), run.text

@@ -21,6 +21,7 @@ from stenoflow.streaming.live import (
     copies_prompt,
     echo_length,
     final_words,
+    instant_in_silence_at,
     is_variant,
     new_words,
     on_speech,
@@ -486,6 +487,21 @@ def test_a_copy_of_a_word_laid_over_silence_waits_for_a_round_that_hears_it() ->
     assert silent_copy_at([first, hw(" Stop.", 2.0, 2.5)], speech) == 2
 
 
+def test_a_word_written_at_an_instant_in_silence_waits_for_a_round_that_hears_it() -> None:
+    # "Red, green, blue. ... Yellow. ... Purple.": prompted with the list, two rounds agreed on
+    # "Yellow, blue,", the "blue," at 20 ms of the silence after "Yellow." (said at 4.48-4.93 s).
+    def speech(lo: float, hi: float) -> float:
+        return sum(max(0.0, min(hi, b) - max(lo, a)) for a, b in ((4.48, 4.93), (6.98, 7.42)))
+
+    yellow, blue = hw(" Yellow,", 4.28, 4.8), hw(" blue,", 5.36, 5.38)
+    assert instant_in_silence_at([yellow, blue, hw(" purple,", 6.78, 7.32)], speech) == 1
+    # A short word is a word where speech lies near it (fast speech, or a word DTW squeezed
+    # against the next); so is a word over silence that DTW gave audio of its own.
+    assert instant_in_silence_at([yellow, hw(" and", 4.9, 4.92)], speech) == 2
+    assert instant_in_silence_at([yellow, hw(" to", 6.8, 6.82), hw(" purple,", 6.82, 7.32)], speech) == 3
+    assert instant_in_silence_at([yellow, hw(" blue,", 5.36, 6.2)], speech) == 2
+
+
 def test_a_streams_first_word_said_again_after_a_pause_is_new() -> None:
     # One word alike is no proof of a re-hearing: "Again." committed alone, the next saying of
     # it, 2.7 s later in a buffer cut in the pause, was taken for it in every round.
@@ -569,6 +585,15 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
     # last round wrote the prompt again; a last round that did not stands.
     assert final_words([], copy, lambda t: 0.5, said) == []
     assert final_words([], copy, lambda t: 0.5, said[2:]) == copy
+    # Nor does one that wrote, unsure, words over less sound than a word: "I'm sorry." over the
+    # end of the last committed word, in place of "purple, orange, white." written again.
+    sorry = [hw(" I'm", 10.96, 11.24, p=0.14), hw(" sorry.", 11.37, 11.37, p=0.29)]
+    listed = [hw(f" {w}", 6.0 + i, 6.5 + i) for i, w in enumerate(("Purple,", "orange,", "white,"))]
+    again = [hw(" purple,", 11.46, 11.46), hw(" orange,", 11.46, 11.46), hw(" white.", 11.46, 11.5)]
+    assert final_words(sorry, again, lambda t: 0.1, listed) == []
+    assert final_words(sorry, again, lambda t: 0.5, listed) == sorry
+    sure = [hw(" I'm", 10.96, 11.24, p=0.8), sorry[1]]
+    assert final_words(sure, again, lambda t: 0.1, listed) == sure
     # Words the last round heard after the final hearing's last word stand over sound: alone,
     # tiny.en laid "pause" over "Pause. ... Next.".
     said_last = [hw(" Pause.", 12.5, 15.24), hw(" Next.", 15.28, 16.38)]
@@ -638,6 +663,16 @@ def test_a_loop_keeps_the_copies_dtw_gives_audio_of_their_own() -> None:
     assert heard_copies(enter, [t for w in enter for t in w.tokens], start=3, unit=2) == 2
     # One word of a repeated token has no copy of its own.
     assert heard_copies([hw(" hahaha", 1.0, 2.0, tokens=(4, 4, 4, 4))], [4, 4, 4, 4], start=1, unit=1) == 0
+    # "Two, zero, nine." said once, written three times: the second copy's "2" lies over the end
+    # of the "9" said, long enough for a copy, but its ", 0, 9" lie at one instant: not heard.
+    digits = ((" 2", (5,)), (",0", (11, 6)), (",9", (11, 9)))
+    times = ((5.6, 7.28), (7.28, 7.76), (7.76, 8.46), (8.46, 8.78), (8.78, 8.78), (8.78, 8.78), *[(8.78, 8.78)] * 3)
+    looped = [hw(w, a, b, tokens=t) for (w, t), (a, b) in zip(digits * 3, times, strict=True)]
+    assert heard_copies(looped, [t for w in looped for t in w.tokens], start=5, unit=5) == 3
+    # Each word of a copy said again lies over audio of its own: kept.
+    again = [hw(w, a, b, tokens=t) for (w, t), (a, b) in zip(digits * 2, [(0.5 * i, 0.5 * i + 0.4) for i in range(6)],
+                                                            strict=True)]
+    assert heard_copies(again, [t for w in again for t in w.tokens], start=5, unit=5) == 6
 
 
 def test_a_round_that_writes_its_prompt_again_in_place_of_the_unconfirmed_words_is_void() -> None:

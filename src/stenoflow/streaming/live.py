@@ -115,6 +115,7 @@ COPY_SPEECH_S = 0.1  # a word written again right after itself over less speech 
 DIGIT_SPEECH_S = 0.6
 SILENT_READ_S = 0.1  # punctuation read this far from any speech was read off silence
 WORD_EDGE_S = 0.2  # silence a word keeps on either side of the speech under it
+INSTANT_S = 0.06  # a word DTW lays over less audio than this, in silence, was not heard
 # A word heard alone that the model was less sure of than this is as likely wrong as right (most
 # often the end of the last committed word, heard again): it does not outweigh a later hearing.
 SURE_ALONE_P = 0.5
@@ -256,7 +257,10 @@ class LiveSession:
             committed = forced
         else:
             self._previous = whole
-            n = self.policy.commit(self._tail, heard)
+            # A word at an instant in silence is not final, whatever the rounds agree on: it
+            # stays unconfirmed (and seen as such by the rules for the tail) until a round
+            # places it over audio.
+            n = instant_in_silence_at(heard.words[: self.policy.commit(self._tail, heard)], self.speech.seconds)
             committed = forced + self._record(heard.words[:n])
             self._tail = list(heard.words[n:])
             self._tail_alone = alone
@@ -757,6 +761,18 @@ def stretched_at(words: Sequence[HeardWord], speech: Callable[[float, float], fl
                 len(words))
 
 
+def instant_in_silence_at(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> int:
+    """Index of the first of ``words`` that DTW lays over less than ``INSTANT_S`` of audio with
+    no speech (``speech``: seconds of it between two times, by a voice activity model) within
+    ``WORD_EDGE_S`` of it; ``len(words)`` if none. Prompted with a list ("Red, green, blue"),
+    the decoder may go on with it where the audio holds none ("Yellow, blue," after "Yellow."
+    said, the "blue," at 20 ms of the silence after it), and the next round agrees. A word said
+    has audio and speech of its own. Words from it on are not committed before a round hears
+    them."""
+    return next((i for i, w in enumerate(words) if w.word.end - w.word.start < INSTANT_S
+                 and not speech(w.word.start - WORD_EDGE_S, w.word.end + WORD_EDGE_S)), len(words))
+
+
 def silent_copy_at(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> int:
     """Index of the first of ``words`` that repeats the word before it (numbers spelled or in
     digits alike) over less than ``COPY_SPEECH_S`` of speech (``speech``: seconds of speech
@@ -828,7 +844,8 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     Alone, a second of audio can make Whisper write anything ("country" as "I'm afraid."): a
     final hearing that shares no word with ``tail`` does not replace it, unless ``tail`` writes
     ``committed`` words again (see :func:`repeats_committed`: "The Queen of Hearts" over
-    "Done.", whether the final hearing heard it or nothing); the words it puts after the last
+    "Done.", whether the final hearing heard it or nothing, or words it was unsure of over less
+    than ``ECHO_SOUND_S`` of sound); the words it puts after the last
     of ``tail`` over sound there follow it. One that shares a word is taken
     with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
@@ -856,9 +873,14 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     i = next((k for k, w in enumerate(heard) if word_key(w.word.word) in keys), None)
     if i is None:
         if repeats_committed(tail, committed):
+            # ... and so may its final hearing, of the end of the last committed word alone:
+            # words it was unsure of, over less sound than a word, were not said ("I'm sorry."
+            # over the last 0.4 s of "... orange. ... White.").
+            unsure = all(w.word.probability < SURE_ALONE_P for w in heard)
+            said = [] if heard and unsure and sound_to(heard[-1].word.end) < ECHO_SOUND_S else heard
             log.debug("final hearing %r in place of %r, which writes committed words again",
-                      "".join(w.word.word for w in heard), "".join(w.word.word for w in tail))
-            return heard
+                      "".join(w.word.word for w in said), "".join(w.word.word for w in tail))
+            return said
         # The last round stands; what the final hearing heard after its last word, over sound
         # there, the last round had not heard yet.
         end = tail[-1].word.end

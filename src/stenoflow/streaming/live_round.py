@@ -316,7 +316,10 @@ def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, 
     with all after them. But a word said again and again alone ("Again. ... Again. ... Again.")
     is written as a loop too, and there DTW gives each copy audio of its own: such copies are
     kept (the session holds back one whose audio holds no speech: see
-    :func:`stenoflow.streaming.live.silent_copy_at`). The copy before the loop always is."""
+    :func:`stenoflow.streaming.live.silent_copy_at`). A copy with a word DTW lays over no audio
+    at all was not heard, however long the copy: "2, 0, 9" said once was written three times,
+    the second copy's "2" over the end of the "9" said, its ", 0, 9" at one instant. The copy
+    before the loop always is kept."""
     ranges = list(accumulate((len(w.tokens) for w in words), initial=0))
     # A loop's copies may start mid-word (". Enter" for "Enter. Enter."): counted from the next
     # word start instead, they are the same copies; text no word start divides is cut as it lies.
@@ -327,7 +330,8 @@ def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, 
     k = ranges.index(start)
     while start + unit in ranges and tokens[start : start + unit] == tokens[start - unit : start]:
         last = ranges.index(start + unit) - 1
-        if words[last].word.end - words[k].word.start < MIN_COPY_S:
+        copy = words[k : last + 1]
+        if copy[-1].word.end - copy[0].word.start < MIN_COPY_S or any(w.word.end <= w.word.start for w in copy):
             break
         k, start = last + 1, start + unit
     return k
