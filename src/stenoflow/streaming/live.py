@@ -875,7 +875,7 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         if repeats_committed(tail, committed):
             # ... and so may its final hearing, of the end of the last committed word alone:
             # words it was unsure of, over less sound than a word, were not said ("I'm sorry."
-            # over the last 0.4 s of "... orange. ... White.").
+            # over the last 0.5 s of "... orange. ... White.").
             unsure = all(w.word.probability < SURE_ALONE_P for w in heard)
             said = [] if heard and unsure and sound_to(heard[-1].word.end) < ECHO_SOUND_S else heard
             log.debug("final hearing %r in place of %r, which writes committed words again",
