@@ -328,6 +328,21 @@ def test_a_variant_of_the_last_committed_word_over_its_audio_is_not_new() -> Non
     assert new_words([hw(" dog", 8.84, 8.97), *on], last, 8.92) == [hw(" dog", 8.84, 8.97), *on]
 
 
+def test_a_last_word_heard_anew_and_stretched_over_the_pause_after_it_is_not_new() -> None:
+    # "Play some jazz." committed as "Play some shots." (laid over its speech, 1.3-2.4 s); after
+    # the pause a round hears it as "charts." and DTW stretches that over the silence to 3.44 s.
+    # Most of the stretched span lies after the committed end, but not of its span over speech.
+    committed = [hw(" Play", 1.34, 1.86), hw(" some", 1.86, 2.12), hw(" shots.", 2.12, 2.58)]
+    louder = hw(" Loud.", 5.04, 5.18)
+    heard = [hw(" Play", 0.0, 1.86), hw(" some", 1.86, 2.12), hw(" charts.", 2.12, 3.44), louder]
+    runs = [(1.3, 2.4), (5.0, 5.7)]
+    assert new_words(heard, committed, 2.58, runs=runs) == [louder]
+    assert new_words(heard, committed, 2.58) == heard[2:]  # by its DTW span alone it looked new
+    # A word said after the committed one, over speech of its own, is new.
+    said = [hw(" Play", 0.0, 1.86), hw(" some", 1.86, 2.12), hw(" jazz.", 2.6, 3.44), louder]
+    assert new_words(said, committed, 2.58, runs=[(1.3, 2.4), (2.6, 3.3), (5.0, 5.7)]) == said[2:]
+
+
 class Ear:
     """Seconds of sound said after a pause: the same for any span; remembers the spans asked about."""
 
@@ -613,6 +628,18 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
     # ... not where it heard nothing after it, nor words it put before the last round's end.
     assert final_words(alone, down[:1], lambda t: 0.4) == down[:1]
     assert final_words([hw(" Dawn", 29.7, 30.7)], down[:1], sound_after) == down[:1]
+    # Nor one that wrote a single word over a pause between two things said: prompted with "Go
+    # forward 10 meters", the last round wrote "meters" over "Down. ... Enter." (the end of
+    # "Hello" before them); the final hearing, with a word for each, replaces it.
+    meters = [hw(" meters", 28.56, 33.32, p=0.27)]
+    now_enter = [hw(" Now", 28.57, 30.79, p=0.06), hw(" enter.", 30.79, 33.31, p=0.51)]
+    runs = [(28.16, 28.58), (30.62, 30.98), (32.99, 33.44)]
+    assert final_words(now_enter, meters, sound_after, runs=runs) == now_enter
+    assert final_words(now_enter, meters, sound_after) == meters
+    # A word over one thing said and the fringe of another is no word over a pause, and a final
+    # hearing with no more words than the last round does not replace it.
+    assert final_words(now_enter, meters, sound_after, runs=[runs[0], runs[2]]) == meters
+    assert final_words(now_enter[1:], meters, sound_after, runs=runs) == meters
     # Words a deaf round's retry heard alone have no context to speak for them: the final
     # hearing replaces them, shared words or not ...
     looped = [hw(" of", 77.9, 78.0), hw(" the", 78.0, 78.1), hw(" Father", 78.1, 78.5)]

@@ -116,6 +116,7 @@ DIGIT_SPEECH_S = 0.6
 SILENT_READ_S = 0.1  # punctuation read this far from any speech was read off silence
 WORD_EDGE_S = 0.2  # silence a word keeps on either side of the speech under it
 INSTANT_S = 0.06  # a word DTW lays over less audio than this, in silence, was not heard
+WORD_PAUSE_S = 0.5  # silence no word is said across
 # A word heard alone that the model was less sure of than this is as likely wrong as right (most
 # often the end of the last committed word, heard again): it does not outweigh a later hearing.
 SURE_ALONE_P = 0.5
@@ -324,7 +325,8 @@ class LiveSession:
         still hold them. ``end`` is where the audio the hypothesis heard ends; ``final``: the
         stream's final hearing, which no later round repeats."""
         context = self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :]
-        fresh = self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause), end)
+        fresh = self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause,
+                                         self.speech.runs(self.buffer.offset, self.buffer.end)), end)
         return where_spoken(self._spoken(fresh, end, final), self.speech.seconds, end, self.options.margin_s)
 
     def _spoken(self, words: list[HeardWord], end: float, final: bool) -> list[HeardWord]:
@@ -528,7 +530,8 @@ class LiveSession:
         # context, they write the prompt again (see :func:`final_words`).
         if self._tail and heard is not None and (heard.words or not self._tail_alone):
             words = final_words(words, self._tail, lambda t: self.buffer.sound_seconds(start, t),
-                                self._committed[-CONTEXT_WORDS:], self._tail_alone)
+                                self._committed[-CONTEXT_WORDS:], self._tail_alone,
+                                self.speech.runs(self.buffer.offset, self.buffer.end))
         elif self._tail:
             words = self._tail
         # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
@@ -657,13 +660,19 @@ def prompt_tokens(before: Sequence[HeardWord], max_chars: int) -> tuple[int, ...
 
 
 def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], committed_end: float,
-              sound: Sound | None = None) -> list[HeardWord]:
+              sound: Sound | None = None, runs: Sequence[tuple[float, float]] = ()) -> list[HeardWord]:
     """The words of a hypothesis after those that re-transcribe ``committed`` (the committed
     words its audio may hold, the last ending at ``committed_end``): by text where the two
     clearly line up (two words or more), else by time. One word alike is no proof: a stream's
     first word said again after a pause ("Again. ... Again.") matched the one word committed,
     and no later saying of it was ever new; by time, a first word that repeats the last
-    committed one is new only over sound of its own (see :func:`drop_clipped_repeat`)."""
+    committed one is new only over sound of its own (see :func:`drop_clipped_repeat`).
+
+    By time, each word is placed as it would be committed, over the speech ``runs`` under it
+    (see :func:`on_speech`), as the committed words were: a later round that heard the last
+    committed word differently ("Play some charts." over the committed "Play some shots.")
+    stretches it over the pause after it, where it lay mostly after the committed end and was
+    committed again, and the word after it a third time ("shots. charts. jazz")."""
     if committed and words:
         score, cut = tail_prefix_alignment([word_key(w.word.word) for w in committed[-CONTEXT_WORDS:]],
                                            [word_key(w.word.word) for w in words])
@@ -687,7 +696,9 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     # By time: a word is new when most of it lies after the committed words, and it does not
     # start deep inside them: that is a committed word whose end DTW stretched over
     # audio the decoder did not hear ("day." over 71.6-77.8 s, after it stopped at "in a day.").
-    fresh = [w for w in words if mostly_after(w, committed_end) and w.word.start >= committed_end - MISPLACED_S]
+    placed = on_speech(words, runs) if runs else words
+    fresh = [w for w, p in zip(words, placed, strict=True)
+             if mostly_after(p, committed_end) and w.word.start >= committed_end - MISPLACED_S]
     return drop_clipped_repeat(fresh, committed[-1:], sound=sound)
 
 
@@ -837,7 +848,8 @@ def restart_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -
 
 
 def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callable[[float], float],
-                committed: Sequence[HeardWord] = (), tail_alone: bool = False) -> list[HeardWord]:
+                committed: Sequence[HeardWord] = (), tail_alone: bool = False,
+                runs: Sequence[tuple[float, float]] = ()) -> list[HeardWord]:
     """What a stream's final hearing ``heard`` commits in place of ``tail``, the words the last
     round, in context, left unconfirmed.
 
@@ -845,8 +857,11 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     final hearing that shares no word with ``tail`` does not replace it, unless ``tail`` writes
     ``committed`` words again (see :func:`repeats_committed`: "The Queen of Hearts" over
     "Done.", whether the final hearing heard it or nothing, or words it was unsure of over less
-    than ``ECHO_SOUND_S`` of sound); the words it puts after the last
-    of ``tail`` over sound there follow it. One that shares a word is taken
+    than ``ECHO_SOUND_S`` of sound), or unless it writes more words than ``tail`` and a word of
+    ``tail`` lies over a pause between two stretches of speech (see :func:`over_pause`; ``runs``:
+    the speech): no word is said across a pause, and the last round wrote one word where two
+    things were said ("meters", a word of its prompt, over "Down. ... Enter."). The words it puts
+    after the last of ``tail`` over sound there follow it. One that shares a word is taken
     with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
     "were 10 meters") or merges into the next one ("for" and "25" as "425"). Where both put
@@ -881,6 +896,10 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
             log.debug("final hearing %r in place of %r, which writes committed words again",
                       "".join(w.word.word for w in said), "".join(w.word.word for w in tail))
             return said
+        if len(heard) > len(tail) and any(over_pause(w, runs) for w in tail):
+            log.debug("final hearing %r in place of %r, which lies one word over a pause",
+                      "".join(w.word.word for w in heard), "".join(w.word.word for w in tail))
+            return heard
         # The last round stands; what the final hearing heard after its last word, over sound
         # there, the last round had not heard yet.
         end = tail[-1].word.end
@@ -911,6 +930,17 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         log.debug("kept %r: the last round heard it after %r, over sound the final hearing missed",
                   "".join(w.word.word for w in after), heard[-1].word.word)
     return [*words, *after]
+
+
+def over_pause(word: HeardWord, runs: Sequence[tuple[float, float]]) -> bool:
+    """Whether ``word`` lies over a pause: over ``COPY_SPEECH_S`` of speech or more on either
+    side of at least ``WORD_PAUSE_S`` of silence (``runs``: absolute (start, end) stretches of
+    speech, in order). DTW stretches a word said alone over the silence around it, not over the
+    speech of another word beyond it."""
+    w = word.word
+    under = [(max(a, w.start), min(b, w.end)) for a, b in runs if a < w.end and b > w.start]
+    return any(b1 - a1 >= COPY_SPEECH_S and b2 - a2 >= COPY_SPEECH_S and a2 - b1 >= WORD_PAUSE_S
+               for i, (a1, b1) in enumerate(under) for a2, b2 in under[i + 1 :])
 
 
 def laid_over(heard: Sequence[HeardWord], keys: Sequence[str], tail: Sequence[HeardWord],
