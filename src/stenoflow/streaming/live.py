@@ -326,7 +326,7 @@ class LiveSession:
         stream's final hearing, which no later round repeats."""
         context = self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :]
         fresh = self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause,
-                                         self.speech.runs(self.buffer.offset, self.buffer.end)), end)
+                                         self._speech_runs()), end)
         return where_spoken(self._spoken(fresh, end, final), self.speech.seconds, end, self.options.margin_s)
 
     def _spoken(self, words: list[HeardWord], end: float, final: bool) -> list[HeardWord]:
@@ -500,7 +500,7 @@ class LiveSession:
 
     def _speech_after_committed(self) -> float:
         """Seconds of speech in the stretches of it that start after the last committed word."""
-        return sum(b - a for a, b in self.speech.runs(self.buffer.offset, self.buffer.end) if a >= self._committed_end)
+        return sum(b - a for a, b in self._speech_runs() if a >= self._committed_end)
 
     def _final_round(self, again: bool = False) -> tuple[list[TimedWord], dict[str, float]]:
         """The stream's final hearing (see ``finish``); ``again``: a hearing of the speech after
@@ -531,7 +531,7 @@ class LiveSession:
         if self._tail and heard is not None and (heard.words or not self._tail_alone):
             words = final_words(words, self._tail, lambda t: self.buffer.sound_seconds(start, t),
                                 self._committed[-CONTEXT_WORDS:], self._tail_alone,
-                                self.speech.runs(self.buffer.offset, self.buffer.end))
+                                self._speech_runs())
         elif self._tail:
             words = self._tail
         # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
@@ -630,10 +630,14 @@ class LiveSession:
     def _prompt(self) -> tuple[int, ...]:
         return prompt_tokens(self._committed[: self._in_buffer], self.options.prompt_limit)
 
+    def _speech_runs(self) -> list[tuple[float, float]]:
+        """The stretches of speech in the buffer (absolute (start, end), in order)."""
+        return self.speech.runs(self.buffer.offset, self.buffer.end)
+
     def _record(self, words: Sequence[HeardWord]) -> list[TimedWord]:
         """Commit ``words``, each laid over the speech under it (see :func:`on_speech`)."""
         out: list[TimedWord] = []
-        for w in on_speech(words, self.speech.runs(self.buffer.offset, self.buffer.end)):
+        for w in on_speech(words, self._speech_runs()):
             start = max(w.word.start, self._committed_end)
             end = max(w.word.end, start)
             if (start, end) != (w.word.start, w.word.end):
