@@ -547,6 +547,25 @@ def test_the_final_hearing_drops_words_written_at_one_instant_over_silence() -> 
     assert without_silent_runs([said[0], *squeezed], speech) == [said[0], *squeezed]
 
 
+def test_a_final_hearing_replaces_a_last_round_with_more_words_than_the_sound_holds() -> None:
+    # Prompted with "Add two cups of flour. Stir. Bake for 40 minutes.", base's last round wrote
+    # "Add 1 cup of sugar." over "Done.", said after a 5 s pause (0.32 s of sound, 12.32-12.64 s);
+    # the final hearing, alone, heard "Done.".
+    tail = [hw(" Add", 11.2, 12.5, p=0.09), hw(" 1", 12.5, 12.5, p=0.13), hw(" cup", 12.5, 13.0, p=0.16),
+            hw(" of", 13.0, 13.0, p=0.59), hw(" sugar.", 13.0, 13.0, p=0.51)]
+    done = [hw(" Done.", 11.2, 12.54, p=0.29)]
+    def sound_to(t: float) -> float:
+        return max(0.0, min(t, 12.64) - 12.32)
+
+    assert final_words(done, tail, sound_to) == done
+    # Over sound enough for five words, the last round in context stands ...
+    assert final_words(done, tail, lambda t: 0.6) == tail
+    # ... and so it does where the final hearing heard nothing, or more than the sound holds too.
+    assert final_words([], tail, sound_to) == tail
+    many = [hw(f" {w}", 12.3 + 0.05 * i, 12.35 + 0.05 * i) for i, w in enumerate(("I", "want", "a", "new", "one."))]
+    assert final_words(many, tail, sound_to) == tail
+
+
 def test_a_number_in_digits_may_span_the_words_it_is_said_in() -> None:
     # "Nine hundred and forty-seven dollars" is said over 1.9 s of speech and written "$947.":
     # one word, not one stretched over words not heard. A spelled word over as much speech is.

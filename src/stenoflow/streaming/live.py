@@ -117,6 +117,7 @@ SILENT_READ_S = 0.1  # punctuation read this far from any speech was read off si
 WORD_EDGE_S = 0.2  # silence a word keeps on either side of the speech under it
 INSTANT_S = 0.06  # a word DTW lays over less audio than this, in silence, was not heard
 WORD_PAUSE_S = 0.5  # silence no word is said across
+WORD_SOUND_S = 0.1  # the least sound a word is said in (ten words a second)
 # A word heard alone that the model was less sure of than this is as likely wrong as right (most
 # often the end of the last committed word, heard again): it does not outweigh a later hearing.
 SURE_ALONE_P = 0.5
@@ -864,7 +865,10 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     than ``ECHO_SOUND_S`` of sound), or unless it writes more words than ``tail`` and a word of
     ``tail`` lies over a pause between two stretches of speech (see :func:`over_pause`; ``runs``:
     the speech): no word is said across a pause, and the last round wrote one word where two
-    things were said ("meters", a word of its prompt, over "Down. ... Enter."). The words it puts
+    things were said ("meters", a word of its prompt, over "Down. ... Enter."); or unless
+    ``tail`` has more words than the sound after the committed words could hold and the final
+    hearing does not (see :func:`fits_sound`): prompted with a recipe, the last round wrote
+    "Add 1 cup of sugar." over the 0.3 s of "Done.", the final hearing "Done.". The words it puts
     after the last of ``tail`` over sound there follow it. One that shares a word is taken
     with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
@@ -904,6 +908,11 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
             log.debug("final hearing %r in place of %r, which lies one word over a pause",
                       "".join(w.word.word for w in heard), "".join(w.word.word for w in tail))
             return heard
+        sound = sound_to(max(w.word.end for w in (*tail, *heard)) + WORD_EDGE_S)
+        if heard and not fits_sound(tail, sound) and fits_sound(heard, sound):
+            log.debug("final hearing %r in place of %r, more words than %.2f s of sound holds",
+                      "".join(w.word.word for w in heard), "".join(w.word.word for w in tail), sound)
+            return heard
         # The last round stands; what the final hearing heard after its last word, over sound
         # there, the last round had not heard yet.
         end = tail[-1].word.end
@@ -934,6 +943,12 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         log.debug("kept %r: the last round heard it after %r, over sound the final hearing missed",
                   "".join(w.word.word for w in after), heard[-1].word.word)
     return [*words, *after]
+
+
+def fits_sound(words: Sequence[HeardWord], sound: float) -> bool:
+    """Whether ``words`` could have been said in ``sound`` seconds of sound: each takes at least
+    ``WORD_SOUND_S`` of it, faster than anyone speaks."""
+    return len(words) * WORD_SOUND_S <= sound + 1e-9
 
 
 def over_pause(word: HeardWord, runs: Sequence[tuple[float, float]]) -> bool:
