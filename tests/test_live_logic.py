@@ -31,6 +31,7 @@ from stenoflow.streaming.live import (
     spoken_length,
     stretched_at,
     where_spoken,
+    without_silent_copies,
     without_silent_runs,
 )
 from stenoflow.streaming.live_round import Heard, HeardWord, heard_copies, unheard_run
@@ -545,6 +546,20 @@ def test_the_final_hearing_drops_words_written_at_one_instant_over_silence() -> 
     # Over speech the stream ended in, words squeezed at one instant were said in part.
     squeezed = [hw(w, 33.3, 33.3) for w in (" and", " then", " we")]
     assert without_silent_runs([said[0], *squeezed], speech) == [said[0], *squeezed]
+
+
+def test_the_final_hearing_drops_a_copy_of_a_word_laid_over_silence() -> None:
+    # base's final hearing of "... Snooze. Stop." (said at 8.93-9.49 s): "stop. stop.", the second
+    # at an instant after the first; no later round can hear it again, so it goes.
+    def speech(lo: float, hi: float) -> float:
+        return sum(max(0.0, min(hi, b) - max(lo, a)) for a, b in ((7.35, 7.93), (8.93, 9.49)))
+
+    snooze, stop = hw(" News.", 7.22, 7.86), hw(" stop.", 7.86, 9.27)
+    assert without_silent_copies([snooze, stop, hw(" stop.", 9.33, 9.33)], speech) == [snooze, stop]
+    # A word said twice has speech under each saying, and a copy is dropped, not what follows it.
+    twice = [hw(" stop", 8.93, 9.2), hw(" stop.", 9.2, 9.49)]
+    assert without_silent_copies(twice, speech) == twice
+    assert without_silent_copies([snooze, hw(" News.", 8.0, 8.2), stop], speech) == [snooze, stop]
 
 
 def test_a_final_hearing_replaces_a_last_round_with_more_words_than_the_sound_holds() -> None:

@@ -334,13 +334,14 @@ class LiveSession:
         """``words`` (heard in audio that ends at ``end``) up to the last one speech lies near
         (see :func:`spoken_length`) and, but in the final hearing, before the first one laid
         over more speech than a word holds (see :func:`stretched_at`) or a copy of the word
-        before it laid over silence (see :func:`silent_copy_at`); in the final hearing, without
-        runs of words written at one instant over silence (see :func:`without_silent_runs`)."""
+        before it laid over silence (see :func:`silent_copy_at`); in the final hearing, which no
+        later round hears again, without runs of words written at one instant over silence (see
+        :func:`without_silent_runs`) and without such copies (see :func:`without_silent_copies`)."""
         n = spoken_length(words, self.speech.seconds, end)
         if n < len(words):
             log.debug("dropped %r: no speech near them", "".join(w.word.word for w in words[n:]))
         if final:
-            return without_silent_runs(words[:n], self.speech.seconds)
+            return without_silent_copies(without_silent_runs(words[:n], self.speech.seconds), self.speech.seconds)
         for held, why in ((stretched_at, "is laid over more speech than a word holds"),
                           (silent_copy_at, "repeats the word before it over silence")):
             if (k := held(words[:n], self.speech.seconds)) < n:
@@ -801,6 +802,18 @@ def silent_copy_at(words: Sequence[HeardWord], speech: Callable[[float, float], 
     return next((i for i in range(1, len(words))
                  if keys[i] == keys[i - 1] and speech(words[i].word.start, words[i].word.end) < COPY_SPEECH_S),
                 len(words))
+
+
+def without_silent_copies(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> list[HeardWord]:
+    """``words`` of a stream's final hearing without each copy of the word before it laid over
+    silence (see :func:`silent_copy_at`). A round holds such a copy back for the next round to
+    hear again; the final hearing has no next: "... Snooze. Stop." was heard as "stop. stop.",
+    the second at an instant after the one saying."""
+    kept = list(words)
+    while (k := silent_copy_at(kept, speech)) < len(kept):
+        log.debug("dropped %r: repeats the word before it over silence", kept[k].word.word)
+        del kept[k]
+    return kept
 
 
 def without_silent_runs(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> list[HeardWord]:
