@@ -93,7 +93,9 @@ if [ -s "$PS_DIR/goforward.raw" ] && [ -s "$PS_DIR/cards/cards.transcription" ];
 else
     log "fetching recorded speech from the pocketsphinx $PS_VERSION source package"
     ps_tmp="$(mktemp -d)"
-    .venv/bin/pip download --quiet --no-deps --no-binary :all: -d "$ps_tmp" "pocketsphinx==$PS_VERSION"
+    # The source package alone: pip reads its metadata with build tools it installs, which
+    # come as wheels (with --no-binary :all: it compiled Cython from source, for minutes).
+    .venv/bin/pip download --quiet --no-deps --no-binary pocketsphinx -d "$ps_tmp" "pocketsphinx==$PS_VERSION"
     members=(librivox cards goforward.raw)
     tar -xzf "$ps_tmp/pocketsphinx-$PS_VERSION.tar.gz" -C "$ps_tmp" \
         "${members[@]/#/pocketsphinx-$PS_VERSION/test/data/}"
