@@ -546,6 +546,11 @@ def test_the_final_hearing_drops_words_written_at_one_instant_over_silence() -> 
     # Over speech the stream ended in, words squeezed at one instant were said in part.
     squeezed = [hw(w, 33.3, 33.3) for w in (" and", " then", " we")]
     assert without_silent_runs([said[0], *squeezed], speech) == [said[0], *squeezed]
+    # After the last sound, one word at an instant is run enough ("That's all." heard alone as
+    # "All right."); one at the speech, or one DTW gave audio of its own, stays.
+    assert without_silent_runs([*said, hw(" right.", 33.7, 33.7)], speech) == said
+    assert without_silent_runs([*said, hw(" right.", 33.4, 33.4)], speech) == [*said, hw(" right.", 33.4, 33.4)]
+    assert without_silent_runs([*said, hw(" right.", 33.5, 33.7)], speech) == [*said, hw(" right.", 33.5, 33.7)]
 
 
 def test_the_final_hearing_drops_a_copy_of_a_word_laid_over_silence() -> None:

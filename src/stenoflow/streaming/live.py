@@ -823,11 +823,20 @@ def without_silent_runs(words: Sequence[HeardWord], speech: Callable[[float, flo
     instant. A round leaves such runs at the end of its audio to the next, since speech heard
     in part is squeezed there; the final hearing has no next, and its audio ends in the
     silence after the last word, where tiny.en wrote "Power. Enter. Power. Power." after the
-    "Enter." said. Over speech the stream ended in, a run stays: those words were said."""
+    "Enter." said. Over speech the stream ended in, a run stays: those words were said. There,
+    too, a last word at an instant over silence goes, one word being run enough after the last
+    sound: tiny.en heard "That's all." alone as "All right.", the "right." 0.27 s past the speech."""
     kept = list(words)
-    while (run := unheard_run(kept, lambda at: not speech(at - SILENT_READ_S, at + SILENT_READ_S))) is not None:
+
+    def silent(at: float) -> bool:
+        return not speech(at - SILENT_READ_S, at + SILENT_READ_S)
+
+    while (run := unheard_run(kept, silent)) is not None:
         log.debug("dropped %r: written at one instant over silence", "".join(w.word.word for w in kept[run[0]:run[1]]))
         kept = kept[: run[0]] + kept[run[1] :]
+    while kept and kept[-1].word.start == kept[-1].word.end and silent(kept[-1].word.end):
+        log.debug("dropped %r: the last word, written at an instant over silence", kept[-1].word.word)
+        kept.pop()
     return kept
 
 
