@@ -695,6 +695,43 @@ def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> Non
     assert final_words(enter, [hw(" down,", 29.26, 30.86, p=0.4), *retried[2:]], sound_after, tail_alone=True) == enter
 
 
+
+def test_the_final_hearing_counts_only_sound_after_a_pause_as_words_of_its_own() -> None:
+    """Sound still under way where a word's early-running time ends is the rest of that word,
+    not words the last round missed; speech after a pause is."""
+    # Quiet, "Never mind." was heard alone as "Reminds me.", laid over the last 0.21 s of "mind".
+    mind = [hw(" mind.", 7.02, 7.32, p=0.88)]
+    reminds = [hw(" Reminds", 7.32, 7.51, p=0.5), hw(" me.", 7.51, 7.73, p=0.35)]
+    def rest_of_mind(t: float) -> float:
+        return max(0.0, min(t, 7.53) - 7.0)
+
+    def no_pause(lo: float, hi: float) -> float:
+        return 0.0
+
+    def all_after_pause(lo: float, hi: float) -> float:
+        return rest_of_mind(hi) - rest_of_mind(lo)
+
+    assert final_words(reminds, mind, rest_of_mind) == [*mind, *reminds]  # all sound counts
+    assert final_words(reminds, mind, rest_of_mind, after_pause=no_pause) == mind
+    assert final_words(reminds, mind, rest_of_mind, after_pause=all_after_pause) == [*mind, *reminds]
+    # Eight seconds after the committed "Hello?", the last round, deaf to "Is anyone there?",
+    # laid "Hello?" over the silence before it; the final hearing heard all of it.
+    committed = [hw(" Hello?", 5.88, 6.42)]
+    hello = [hw(" Hello?", 13.3, 14.6, p=0.67)]
+    alone = [hw(" Is", 14.52, 14.94, p=0.27), hw(" anyone", 14.94, 15.38), hw(" there?", 15.38, 16.1),
+             hw(" Hello.", 16.28, 16.74, p=0.6)]
+    def said_after(t: float) -> float:
+        return max(0.0, min(t, 15.88) - 14.69) + max(0.0, min(t, 16.81) - 16.38)
+
+    def after_silence(lo: float, hi: float) -> float:
+        return said_after(hi) - said_after(lo)
+
+    assert final_words(alone, hello, said_after, committed, after_pause=after_silence) == alone
+    # Without sound of their own after a pause, the words before the shared one are the end of
+    # the last committed word heard alone ("forward ... were 10 meters").
+    assert final_words(alone, hello, said_after, committed, after_pause=no_pause) == alone[3:]
+    assert final_words(alone, hello, said_after, committed) == alone[3:]
+
 def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:
     words = [hw(f" w{i:03d}", i, i + 0.5, tokens=(i,)) for i in range(200)]  # 5 characters each
     assert prompt_tokens(words, 12) == (198, 199)  # never part of a word

@@ -533,7 +533,7 @@ class LiveSession:
         if self._tail and heard is not None and (heard.words or not self._tail_alone):
             words = final_words(words, self._tail, lambda t: self.buffer.sound_seconds(start, t),
                                 self._committed[-CONTEXT_WORDS:], self._tail_alone,
-                                self._speech_runs())
+                                self._speech_runs(), self.buffer.sound_after_pause)
         elif self._tail:
             words = self._tail
         # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
@@ -876,7 +876,7 @@ def restart_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -
 
 def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callable[[float], float],
                 committed: Sequence[HeardWord] = (), tail_alone: bool = False,
-                runs: Sequence[tuple[float, float]] = ()) -> list[HeardWord]:
+                runs: Sequence[tuple[float, float]] = (), after_pause: Sound | None = None) -> list[HeardWord]:
     """What a stream's final hearing ``heard`` commits in place of ``tail``, the words the last
     round, in context, left unconfirmed.
 
@@ -891,7 +891,13 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     ``tail`` has more words than the sound after the committed words could hold and the final
     hearing does not (see :func:`fits_sound`): prompted with a recipe, the last round wrote
     "Add 1 cup of sugar." over the 0.3 s of "Done.", the final hearing "Done.". The words it puts
-    after the last of ``tail`` over sound there follow it. One that shares a word is taken
+    after the last of ``tail`` over sound there follow it; with ``after_pause`` (seconds of sound
+    after a pause between two times), only sound after a pause counts: quiet, "Never mind." was heard
+    alone as "Reminds me." laid over the rest of "mind", whose time ran early. Where the last
+    round heard no word before one the final hearing heard too, the final hearing's words before
+    it are the end of the last committed word heard alone ("forward ... were 10 meters"), unless
+    there is sound for them after a pause (the last round laid "Hello?" early, deaf to "Is anyone
+    there?" said after eight seconds of silence). One that shares a word is taken
     with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
     "were 10 meters") or merges into the next one ("for" and "25" as "425"). Where both put
@@ -936,10 +942,13 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
                       "".join(w.word.word for w in heard), "".join(w.word.word for w in tail), sound)
             return heard
         # The last round stands; what the final hearing heard after its last word, over sound
-        # there, the last round had not heard yet.
+        # there, the last round had not heard yet. Sound still under way at that word's end,
+        # which runs early, is the rest of it (``after_pause``).
         end = tail[-1].word.end
         k = next((k for k, w in enumerate(heard) if mostly_after(w, end)), len(heard))
-        if k < len(heard) and sound_to(heard[-1].word.end) - sound_to(end) >= ECHO_SOUND_S:
+        fresh = (sound_to(heard[-1].word.end) - sound_to(end) if after_pause is None
+                 else after_pause(end, heard[-1].word.end)) if k < len(heard) else 0.0
+        if fresh >= ECHO_SOUND_S:
             log.debug("kept %r, then %r heard alone after it", "".join(w.word.word for w in tail),
                       "".join(w.word.word for w in heard[k:]))
             return [*tail, *heard[k:]]
@@ -956,7 +965,8 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         first = heard[0].word
         start = min(max(first.start, tail[j].word.start), first.end)
         words = [*tail[:j], replace(heard[0], word=replace(first, start=start)), *heard[1:]]
-    elif i and not j and sound_to(tail[0].word.start) < ECHO_SOUND_S:
+    elif i and not j and sound_to(tail[0].word.start) < ECHO_SOUND_S and not (
+            after_pause and committed and after_pause(committed[-1].word.end, heard[i - 1].word.end) >= ECHO_SOUND_S):
         log.debug("dropped %r: the end of the last committed word, heard alone",
                   "".join(w.word.word for w in heard[:i]))
         words = heard[i:]
