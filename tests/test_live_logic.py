@@ -9,6 +9,7 @@ import pytest
 from stenoflow.bench.normalize import normalize_text
 from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
+from stenoflow.streaming.agreement import spoken_keys
 from stenoflow.streaming.commit import (
     AgreementCommit,
     AttentionCommit,
@@ -366,6 +367,37 @@ def test_the_last_committed_word_again_is_new_only_with_a_word_of_sound_after_a_
     assert new_words([again, one], go, 6.22) == [one]  # with no ear for sound, never new
     four, five = [hw(" 3,", 8.84, 9.04), hw(" 4,", 9.24, 9.3)], hw(" five.", 9.38, 9.5)
     assert new_words([hw(" four,", 9.26, 9.3), five], four, 9.3, Ear(0.0)) == [five]  # spelled or in digits
+
+
+@pytest.mark.parametrize(("words", "keys"), [
+    ([" $42", ".50."], [("42", "dollars"), ("50", "cents")]),
+    ([" $1.01"], [("1", "dollar", "1", "cent")]),
+    ([" £3.50", " €1,000."], [("3", "pounds", "50", "pence"), ("1000", "euros")]),
+    ([" 30%."], [("30", "percent")]),
+    ([" 42", ".50", " 3.5"], [("42",), ("50",), ("35",)]),  # no currency: as written
+])
+def test_amounts_compare_as_they_are_said(words: list[str], keys: list[tuple[str, ...]]) -> None:
+    assert spoken_keys(words) == keys
+
+
+def test_an_amount_written_another_way_is_not_new() -> None:
+    costs = [hw(" The", 0.34, 0.64), hw(" ticket", 0.64, 0.92), hw(" costs", 0.92, 1.34)]
+    rest = [hw(" and", 2.4, 2.8), hw(" 50", 2.8, 3.2), hw(" cents.", 3.2, 3.66)]
+    # "$42" committed; a later round writes its speech as "42 dollars": the "dollars" is in it.
+    again = [*costs, hw(" 42", 1.34, 1.9), hw(" dollars", 2.04, 2.4)]
+    assert new_words([*again, *rest], [*costs, hw(" $42", 1.34, 2.04)], 2.04) == rest
+    assert new_words([*again, *rest], [*costs, hw(" 42", 1.34, 2.04)], 2.04) == [hw(" dollars", 2.04, 2.4), *rest]
+    # "$42" ".50." committed, DTW ending ".50." before "cents" was over: heard alone, "cents"
+    # is no word of its own, unless said again after a pause.
+    split = [*costs, hw(" $42", 1.34, 2.04), hw(".50.", 2.04, 3.12)]
+    cents = hw(" cents.", 3.2, 3.7)
+    assert new_words([cents], split, 3.12) == []
+    assert new_words([cents], split, 3.12, Ear(0.3)) == [cents]
+    assert new_words([cents], [*costs, hw(" 42", 1.34, 2.04), hw(".50.", 2.04, 3.12)], 3.12) == [cents]
+    # "42 dollars and 50" committed, the rounds after write "$42.50.": the rest of it is new.
+    fifty = [*costs, hw(" 42", 1.34, 1.9), hw(" dollars", 2.04, 2.4), *rest[:2]]
+    (word,) = new_words([*costs, hw(" $42.50.", 1.34, 3.7)], fifty, 3.2)
+    assert (word.word.word, word.word.start, word.word.end, word.tokens) == (" cents.", 3.2, 3.7, ())
 
 
 @pytest.mark.parametrize(("a", "b", "same"), [
@@ -730,6 +762,20 @@ def test_the_final_hearing_counts_only_sound_after_a_pause_as_words_of_its_own()
     # Without sound of their own after a pause, the words before the shared one are the end of
     # the last committed word heard alone ("forward ... were 10 meters").
     assert final_words(alone, hello, said_after, committed, after_pause=no_pause) == alone[3:]
+    # "Hey, are you listening? ... Good.": "listening" committed with its time ending 0.3 s
+    # early, the final hearing wrote that rest of it as words ("the ring.") before "Good.".
+    # Sound there is no word of its own unless said after a pause.
+    listening = [hw(" listening.", 6.8, 7.28)]
+    good = [hw(" Good.", 8.47, 8.77, p=0.75)]
+    the_ring = [hw(" the", 7.28, 7.28, p=0.05), hw(" ring.", 7.28, 7.47, p=0.47), hw(" Good.", 8.47, 8.77, p=0.72)]
+    def spoken(t: float) -> float:  # from the committed end: the rest of "listening", then "Good."
+        return max(0.0, min(t, 7.59) - 7.28) + max(0.0, min(t, 8.94) - 8.59)
+
+    def good_after_pause(lo: float, hi: float) -> float:
+        return max(0.0, min(hi, 8.94) - max(lo, 8.59))
+
+    assert final_words(the_ring, good, spoken, listening, after_pause=good_after_pause) == the_ring[2:]
+    assert final_words(the_ring, good, spoken, listening) == the_ring  # all sound counts
     assert final_words(alone, hello, said_after, committed) == alone[3:]
 
 def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:

@@ -41,6 +41,46 @@ def word_key(word: str) -> str:
     return key or stripped
 
 
+# An amount as Whisper writes it: "$42", "$42.50", "30%", "€1,000", or cents split off (".50").
+_AMOUNT = re.compile(r"(?P<unit>[$£€])?(?P<whole>\d[\d,]*)?(?:\.(?P<part>\d+))?(?P<percent>%)?")
+# a currency's name, one and more, and its hundredth's
+_UNITS = {"$": ("dollar", "dollars", "cent", "cents"), "£": ("pound", "pounds", "penny", "pence"),
+          "€": ("euro", "euros", "cent", "cents")}
+
+
+def spoken_keys(words: Sequence[str]) -> list[tuple[str, ...]]:
+    """Each word's comparison keys (see :func:`word_key`) as the words are said: a currency
+    or percent sign is a word of its own ("$42" is "42 dollars", "30%" is "30 percent"), and
+    so are the cents of an amount, also where Whisper splits them off ("$42" ".50." is
+    "42 dollars 50 cents"). One round writes "$42.50", the next "42 dollars and 50 cents"
+    over the same speech; compared word by word, the second's "dollars" and "cents" are new."""
+    out: list[tuple[str, ...]] = []
+    unit = None  # the currency of an amount without cents just before
+    for word in words:
+        m = _AMOUNT.fullmatch(word.strip().strip("\"'()").rstrip(".,!?;:"))
+        keys: tuple[str, ...] = (word_key(word),)
+        before, unit = unit, None
+        if m and m["whole"] and m["percent"]:
+            keys = (keys[0], "percent")
+        elif m and m["whole"] and m["unit"]:
+            whole = m["whole"].replace(",", "")
+            one, many = _UNITS[m["unit"]][:2]
+            keys = (whole, one if whole == "1" else many, *_hundredths(m["part"], m["unit"]))
+            unit = None if m["part"] else m["unit"]
+        elif m and m["part"] and not m["whole"] and before:
+            keys = _hundredths(m["part"], before)
+        out.append(keys)
+    return out
+
+
+def _hundredths(part: str | None, unit: str) -> tuple[str, ...]:
+    if not part:
+        return ()
+    n = part.lstrip("0") or "0"
+    one, many = _UNITS[unit][2:]
+    return (n, one if n == "1" else many)
+
+
 @dataclass(frozen=True)
 class AgreementOptions:
     # A new word may start this much before the last committed end and still be new: word

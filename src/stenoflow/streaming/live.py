@@ -42,14 +42,16 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stenoflow.memory import HeapTrimmer
-from stenoflow.streaming.agreement import tail_prefix_alignment, word_key
+from stenoflow.streaming.agreement import spoken_keys, tail_prefix_alignment, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
@@ -497,7 +499,7 @@ class LiveSession:
         k = next((i for i, w in enumerate(words) if mostly_after(w, through)), len(words))
         if k:
             log.debug("dropped %r: heard as part of the last committed word", "".join(w.word.word for w in words[:k]))
-        words = drop_clipped_repeat(words[k:], self._committed[-1:], sound=self.buffer.sound_after_pause)
+        words = drop_clipped_repeat(words[k:], self._committed[-2:], sound=self.buffer.sound_after_pause)
         return replace(heard, words=tuple(words))
 
     def _speech_after_committed(self) -> float:
@@ -680,20 +682,28 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     stretches it over the pause after it, where it lay mostly after the committed end and was
     committed again, and the word after it a third time ("shots. charts. jazz")."""
     if committed and words:
-        score, cut = tail_prefix_alignment([word_key(w.word.word) for w in committed[-CONTEXT_WORDS:]],
-                                           [word_key(w.word.word) for w in words])
+        # Compared as said (see :func:`spoken_keys`): "$42" re-transcribes "42 dollars". Of a
+        # word the alignment ends inside ("$42.50." after the committed "42 dollars and 50"),
+        # the rest is new, as said ("cents."): no later round writes it apart.
+        context = spoken_keys([w.word.word for w in committed[-CONTEXT_WORDS:]])
+        keys = spoken_keys([w.word.word for w in words])
+        ends = list(accumulate(len(k) for k in keys))
+        score, flat_cut = tail_prefix_alignment([k for ks in context for k in ks], [k for ks in keys for k in ks])
         if score >= 2:
+            cut = bisect_right(ends, flat_cut)
             last = committed[-1].word
+            if cut < len(words) and (inside := flat_cut - (ends[cut - 1] if cut else 0)):
+                return [rest_of(words[cut], keys[cut][inside:], last.end), *words[cut + 1 :]]
             # Ties leave revised last words ("maus trap" heard again as "mouth strap") over as
             # new: they are not, when they start within the committed words. A word after the
             # last committed word heard again as it was is new, wherever DTW puts it.
-            last_key = word_key(last.word)
-            heard_last = cut > 0 and word_key(words[cut - 1].word.word) == last_key
+            last_key = context[-1][-1]
+            heard_last = cut > 0 and keys[cut - 1][-1] == last_key
             if heard_last and words[cut - 1].word.end < last.end - MISPLACED_S:
                 # Matched to an earlier saying of the last word ("six of hearts" after "queen of
                 # hearts"): the hypothesis re-transcribes up to a later one heard where it was.
                 sayings = [q for q in range(cut + 1, len(words) + 1)
-                           if word_key(words[q - 1].word.word) == last_key
+                           if keys[q - 1][-1] == last_key
                            and abs(words[q - 1].word.end - last.end) <= MISPLACED_S]
                 cut = min(sayings, key=lambda q: abs(words[q - 1].word.end - last.end), default=cut)
             while not heard_last and cut < len(words) and words[cut].word.start < last.end - TIME_TOLERANCE_S:
@@ -705,7 +715,16 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     placed = on_speech(words, runs) if runs else words
     fresh = [w for w, p in zip(words, placed, strict=True)
              if mostly_after(p, committed_end) and w.word.start >= committed_end - MISPLACED_S]
-    return drop_clipped_repeat(fresh, committed[-1:], sound=sound)
+    return drop_clipped_repeat(fresh, committed[-2:], sound=sound)
+
+
+def rest_of(word: HeardWord, said: Sequence[str], after: float) -> HeardWord:
+    """The part ``said`` (word keys) of ``word``, from ``after`` on: the words it is said in
+    ("cents." of "$42.50."), with its end punctuation and no tokens of its own."""
+    text = word.word.word.rstrip()
+    mark = text[len(text.rstrip(".,!?;:")) :]
+    start = min(max(word.word.start, after), word.word.end)
+    return replace(word, word=replace(word.word, word=" " + " ".join(said) + mark, start=start), tokens=())
 
 
 def on_speech(words: Sequence[HeardWord], runs: Sequence[tuple[float, float]]) -> list[HeardWord]:
@@ -895,9 +914,10 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     after a pause between two times), only sound after a pause counts: quiet, "Never mind." was heard
     alone as "Reminds me." laid over the rest of "mind", whose time ran early. Where the last
     round heard no word before one the final hearing heard too, the final hearing's words before
-    it are the end of the last committed word heard alone ("forward ... were 10 meters"), unless
-    there is sound for them after a pause (the last round laid "Hello?" early, deaf to "Is anyone
-    there?" said after eight seconds of silence). One that shares a word is taken
+    it are the end of the last committed word heard alone ("forward ... were 10 meters"; "listening"
+    ... "the ring. Good."), unless there is sound for them, or before the last round's first word,
+    after a pause (the last round laid "Hello?" early, deaf to "Is anyone there?" said after
+    eight seconds of silence). One that shares a word is taken
     with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
     "were 10 meters") or merges into the next one ("for" and "25" as "425"). Where both put
@@ -965,8 +985,8 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         first = heard[0].word
         start = min(max(first.start, tail[j].word.start), first.end)
         words = [*tail[:j], replace(heard[0], word=replace(first, start=start)), *heard[1:]]
-    elif i and not j and sound_to(tail[0].word.start) < ECHO_SOUND_S and not (
-            after_pause and committed and after_pause(committed[-1].word.end, heard[i - 1].word.end) >= ECHO_SOUND_S):
+    elif i and not j and (sound_to(tail[0].word.start) if after_pause is None or not committed else after_pause(
+            committed[-1].word.end, max(tail[0].word.start, heard[i - 1].word.end))) < ECHO_SOUND_S:
         log.debug("dropped %r: the end of the last committed word, heard alone",
                   "".join(w.word.word for w in heard[:i]))
         words = heard[i:]
@@ -1045,17 +1065,21 @@ def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], windo
     it from this word (or the committed end, if later) to the word after it: the speaker said it
     again ("Again. ... Again."; the last word of a hypothesis waits for one). So is a first
     word that lies mostly inside the last committed word and is a variant of it ("knock" heard
-    again as "knack", "trap" as "strap", "eight" as "8"): the same audio written another way."""
+    again as "knack", "trap" as "strap", "eight" as "8"): the same audio written another way.
+    ``last`` ends with the last committed word, and may hold words before it: the amount it is
+    the cents of (".50." after "$42" ends in "cents", said; see :func:`spoken_keys`)."""
     if not words or not last:
         return words
     prev, first = same_number(word_key(last[-1].word.word)), same_number(word_key(words[0].word.word))
+    said = same_number(spoken_keys([w.word.word for w in last])[-1][-1])
     w, last_end = words[0].word, last[-1].word.end
     if not first:
         return words
-    if w.start < last_end + window_s and (first == prev or ((len(first) >= 2 or is_number(first))
-                                                             and prev.endswith(first))):
+    repeats = first in (prev, said)
+    if w.start < last_end + window_s and (repeats or ((len(first) >= 2 or is_number(first))
+                                                      and prev.endswith(first))):
         until = words[1].word.start if len(words) > 1 else w.end
-        if first == prev and sound is not None and sound(max(last_end, w.start), until) >= ECHO_SOUND_S:
+        if repeats and sound is not None and sound(max(last_end, w.start), until) >= ECHO_SOUND_S:
             return words
         return words[1:]
     if (w.start + w.end) / 2 < last_end and is_variant(prev, first):
