@@ -22,8 +22,10 @@ the text gives no clear answer.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 
 from stenoflow.streaming.events import TimedWord
 
@@ -71,6 +73,20 @@ def spoken_keys(words: Sequence[str]) -> list[tuple[str, ...]]:
             keys = _hundredths(m["part"], before)
         out.append(keys)
     return out
+
+
+def said_alignment(committed: Sequence[str], hypothesis: Sequence[str]) -> tuple[int, int, int, list[tuple[str, ...]]]:
+    """:func:`tail_prefix_alignment` of two word sequences compared as said (see
+    :func:`spoken_keys`). Returns (score, cut, inside, keys): the hypothesis words ``[:cut]``
+    re-transcribe committed ones, and so do the first ``inside`` keys of word ``cut`` ("$42.50."
+    after the committed "42 dollars and 50": all but "cents"); ``keys`` are the hypothesis
+    words' keys. The score counts keys."""
+    context = [k for ks in spoken_keys(committed) for k in ks]
+    keys = spoken_keys(hypothesis)
+    ends = list(accumulate(len(k) for k in keys))
+    score, flat = tail_prefix_alignment(context, [k for ks in keys for k in ks])
+    cut = bisect_right(ends, flat)
+    return score, cut, flat - (ends[cut - 1] if cut else 0), keys
 
 
 def _hundredths(part: str | None, unit: str) -> tuple[str, ...]:

@@ -42,16 +42,14 @@ from __future__ import annotations
 
 import logging
 import time
-from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stenoflow.memory import HeapTrimmer
-from stenoflow.streaming.agreement import spoken_keys, tail_prefix_alignment, word_key
+from stenoflow.streaming.agreement import said_alignment, spoken_keys, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
@@ -685,19 +683,16 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
         # Compared as said (see :func:`spoken_keys`): "$42" re-transcribes "42 dollars". Of a
         # word the alignment ends inside ("$42.50." after the committed "42 dollars and 50"),
         # the rest is new, as said ("cents."): no later round writes it apart.
-        context = spoken_keys([w.word.word for w in committed[-CONTEXT_WORDS:]])
-        keys = spoken_keys([w.word.word for w in words])
-        ends = list(accumulate(len(k) for k in keys))
-        score, flat_cut = tail_prefix_alignment([k for ks in context for k in ks], [k for ks in keys for k in ks])
+        score, cut, inside, keys = said_alignment([w.word.word for w in committed[-CONTEXT_WORDS:]],
+                                                  [w.word.word for w in words])
         if score >= 2:
-            cut = bisect_right(ends, flat_cut)
             last = committed[-1].word
-            if cut < len(words) and (inside := flat_cut - (ends[cut - 1] if cut else 0)):
+            if inside:
                 return [rest_of(words[cut], keys[cut][inside:], last.end), *words[cut + 1 :]]
             # Ties leave revised last words ("maus trap" heard again as "mouth strap") over as
             # new: they are not, when they start within the committed words. A word after the
             # last committed word heard again as it was is new, wherever DTW puts it.
-            last_key = context[-1][-1]
+            last_key = spoken_keys([w.word.word for w in committed[-2:]])[-1][-1]
             heard_last = cut > 0 and keys[cut - 1][-1] == last_key
             if heard_last and words[cut - 1].word.end < last.end - MISPLACED_S:
                 # Matched to an earlier saying of the last word ("six of hearts" after "queen of
