@@ -632,6 +632,18 @@ def test_a_number_in_digits_may_span_the_words_it_is_said_in() -> None:
     assert stretched_at([hw(" 7", 7.5, 10.5), rice], speech) == 0
 
 
+def test_the_last_committed_word_heard_again_before_the_committed_end_anchors_the_new_words() -> None:
+    # "Um, I" committed; the next round wrote "I mean, let's just go." with "I" laid over "Um"
+    # and "mean," mostly before the committed end: one word alike, but the last committed one,
+    # heard where it was said, so "mean," is new.
+    committed = [hw(" Um,", 0.31, 0.66), hw(" I", 0.84, 1.02)]
+    words = [hw(" I", 0.0, 0.62), hw(" mean,", 0.6, 1.2), hw(" let's", 1.58, 1.92), hw(" just", 1.92, 2.18),
+             hw(" go.", 2.18, 2.62)]
+    assert new_words(words, committed, 1.02) == words[1:]
+    # Another committed word alike is no anchor: by time, "mean," is the committed audio.
+    assert new_words(words, [hw(" I", 0.31, 0.66), hw(" um,", 0.84, 1.02)], 1.02) == words[2:]
+
+
 def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> None:
     # Committed "... for" (ending at 1.38 s, early); the last round heard "25 minutes." after it.
     tail = [hw(" 25", 1.38, 1.88), hw(" minutes.", 1.91, 2.35)]

@@ -669,9 +669,10 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
               sound: Sound | None = None, runs: Sequence[tuple[float, float]] = ()) -> list[HeardWord]:
     """The words of a hypothesis after those that re-transcribe ``committed`` (the committed
     words its audio may hold, the last ending at ``committed_end``): by text where the two
-    clearly line up (two words or more), else by time. One word alike is no proof: a stream's
-    first word said again after a pause ("Again. ... Again.") matched the one word committed,
-    and no later saying of it was ever new; by time, a first word that repeats the last
+    clearly line up (two words or more, or the last committed word heard again before the
+    committed end), else by time. One word alike elsewhere is no proof: a stream's first word
+    said again after a pause ("Again. ... Again.") matched the one word committed, and no later
+    saying of it was ever new; by time, a first word that repeats the last
     committed one is new only over sound of its own (see :func:`drop_clipped_repeat`).
 
     By time, each word is placed as it would be committed, over the speech ``runs`` under it
@@ -685,15 +686,19 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
         # the rest is new, as said ("cents."): no later round writes it apart.
         score, cut, inside, keys = said_alignment([w.word.word for w in committed[-CONTEXT_WORDS:]],
                                                   [w.word.word for w in words])
-        if score >= 2:
-            last = committed[-1].word
+        last = committed[-1].word
+        last_key = spoken_keys([w.word.word for w in committed[-2:]])[-1][-1]
+        heard_last = cut > 0 and not inside and keys[cut - 1][-1] == last_key
+        # One word alike is proof where it is the last committed word, heard again before the
+        # committed end: that saying, and what follows it is new wherever DTW puts it ("Um, I"
+        # committed, then "I mean, let's just go." with "I" laid over "Um" and "mean," mostly
+        # before the committed end).
+        if score >= 2 or (score == 1 and heard_last and not mostly_after(words[cut - 1], committed_end)):
             if inside:
                 return [rest_of(words[cut], keys[cut][inside:], last.end), *words[cut + 1 :]]
             # Ties leave revised last words ("maus trap" heard again as "mouth strap") over as
             # new: they are not, when they start within the committed words. A word after the
             # last committed word heard again as it was is new, wherever DTW puts it.
-            last_key = spoken_keys([w.word.word for w in committed[-2:]])[-1][-1]
-            heard_last = cut > 0 and keys[cut - 1][-1] == last_key
             if heard_last and words[cut - 1].word.end < last.end - MISPLACED_S:
                 # Matched to an earlier saying of the last word ("six of hearts" after "queen of
                 # hearts"): the hypothesis re-transcribes up to a later one heard where it was.
