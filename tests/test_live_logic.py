@@ -644,6 +644,61 @@ def test_the_last_committed_word_heard_again_before_the_committed_end_anchors_th
     assert new_words(words, [hw(" I", 0.31, 0.66), hw(" um,", 0.84, 1.02)], 1.02) == words[2:]
 
 
+def test_the_final_hearing_writes_no_word_past_the_last_rounds_over_too_little_sound() -> None:
+    # The last round heard the stream to its end, "... get that?"; alone, "that?" became "that
+    # load.", "load." over 0.1 s of sound after the last round's "that?".
+    tail = [hw(" that?", 6.08, 6.32, p=0.7)]
+    load = [hw(" that", 6.01, 6.35, p=0.07), hw(" load.", 6.35, 6.41, p=0.41)]
+    def said_to_654(t: float) -> float:
+        return max(0.0, min(t, 6.54) - 6.06)
+
+    assert [w.word.word for w in final_words(load, tail, said_to_654)] == [" that"]
+    # A word past it over sound of its own stands.
+    done = [load[0], hw(" done.", 6.35, 6.8)]
+    assert final_words(done, tail, lambda t: max(0.0, t - 6.06)) == done
+    # So does the last round's last word heard again with a later end.
+    words = [hw(" in", 5.82, 5.96), hw(" my", 5.96, 6.24), hw(" calendar.", 6.24, 6.58)]
+    again = [*words[:2], hw(" calendar.", 6.21, 6.79)]
+    assert final_words(again, words, lambda t: max(0.0, min(t, 6.8) - 5.8)) == again
+
+
+def test_a_short_word_the_last_round_heard_before_the_first_shared_one_stands_over_a_words_sound() -> None:
+    # tiny.en heard "Put it in my calendar." in context, "Put" committed, and alone "in my
+    # calendar.", laid over "it" too: "it" had 0.16 s of sound, a short word's.
+    tail = [hw(" it", 5.66, 5.82, p=0.99), hw(" in", 5.82, 5.96), hw(" my", 5.96, 6.24), hw(" calendar.", 6.24, 6.58)]
+    alone = [hw(" in", 5.61, 5.91, p=0.42), hw(" my", 5.91, 6.21), hw(" calendar.", 6.21, 6.79)]
+    def said(t: float) -> float:
+        return max(0.0, min(t, 6.8) - 5.66)
+
+    assert [w.word.word for w in final_words(alone, tail, said)] == [" it", " in", " my", " calendar."]
+    # Over less than a word's sound, it was the end of the last committed word.
+    assert final_words(alone, tail, lambda t: max(0.0, min(t, 6.8) - 5.76)) == alone
+    # Two words need more.
+    two = [hw(" it", 5.66, 5.74), hw(" is", 5.74, 5.82), *tail[1:]]
+    assert final_words(alone, two, said) == alone
+
+
+def test_a_last_round_that_wrote_the_prompt_again_after_words_of_its_own_keeps_those() -> None:
+    # "Turn left at the next light. Then" committed; at the audio's end, the last round wrote
+    # "go straight." and then the prompt again at one instant; the final hearing, alone, "and
+    # ghost raid.", sharing no word: the last round's own words stand.
+    committed = [hw(f" {w}", 0.3 * i, 0.3 * i + 0.3) for i, w in enumerate(
+        ("Turn", "left", "at", "the", "next", "light.", "Then"))]
+    own = [hw(" go", 4.16, 4.44, p=0.53), hw(" straight.", 4.44, 4.9)]
+    copy = [hw(f" {w}", 5.48, 5.48) for w in ("Turn", "left", "at", "the", "next", "light.", "then", "go", "straight.")]
+    ghost = [hw(" and", 4.07, 4.23, p=0.21), hw(" ghost", 4.23, 4.55, p=0.48), hw(" raid.", 4.55, 4.95)]
+    def said(t: float) -> float:
+        return max(0.0, min(t, 5.2) - 4.12)
+
+    assert final_words(ghost, [*own, *copy], said, committed) == own
+    # A last round that wrote nothing but the prompt again still gives way, and so does one
+    # unsure of the words before the copy: they are the start of it, written another way
+    # ("Add 1 cup of flour. Stir." after "Add two cups of flour. Stir.").
+    assert final_words(ghost, copy, said, committed) == ghost
+    unsure = [hw(" go", 4.16, 4.44, p=0.18), hw(" straight.", 4.44, 4.9, p=0.12)]
+    assert final_words(ghost, [*unsure, *copy], said, committed) == ghost
+
+
 def test_the_final_hearing_starts_as_the_last_round_heard_it_in_context() -> None:
     # Committed "... for" (ending at 1.38 s, early); the last round heard "25 minutes." after it.
     tail = [hw(" 25", 1.38, 1.88), hw(" minutes.", 1.91, 2.35)]

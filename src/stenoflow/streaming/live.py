@@ -917,7 +917,8 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     it are the end of the last committed word heard alone ("forward ... were 10 meters"; "listening"
     ... "the ring. Good."), unless there is sound for them, or before the last round's first word,
     after a pause (the last round laid "Hello?" early, deaf to "Is anyone there?" said after
-    eight seconds of silence). One that shares a word is taken
+    eight seconds of silence). One that shares a word is taken, without the words it puts
+    after the last of ``tail`` over less sound than a word ("that load." over "that?"), and
     with its start as the last round heard it: heard alone from the end of the last committed
     word, whose time runs early, the rest of that word becomes a word of its own ("forward" ...
     "were 10 meters") or merges into the next one ("for" and "25" as "425"). Where both put
@@ -927,6 +928,10 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
     context, may have been deaf to them. Where only the last round does, they stand if there is
     sound for them: alone, Whisper may have been deaf to them; so do the last round's words
     after the final hearing's last word (see :func:`heard_past`).
+
+    Where ``tail`` writes committed words again after words of its own that the last round
+    was sure of on the whole, only those are the tail ("go straight." then the prompt again,
+    at an instant past the speech).
 
     All this holds for a last round that heard ``tail`` in context. Where ``tail_alone``, a deaf
     round's retry heard it alone, in a short window: the final hearing, of the same audio alone
@@ -941,9 +946,18 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         log.debug("final hearing %r in place of %r, heard alone by a retry%s", "".join(w.word.word for w in heard),
                   "".join(w.word.word for w in tail), f"; kept {''.join(w.word.word for w in kept)!r}" if kept else "")
         return [*kept, *heard]
+    r = committed_run_at(tail, committed)
+    if 0 < r < len(tail) and sum(w.word.probability for w in tail[:r]) >= r * SURE_ALONE_P:
+        # In context, the last round heard words, then wrote the prompt again: those words are
+        # the tail ("go straight." then "Turn left at the next light. then go straight." at
+        # the audio's end, over "Then go straight." with "Then" committed), where it was sure
+        # of them; else they are the start of the copy ("Add 1 cup of flour. Stir." after "Add
+        # two cups of flour. Stir.", unsure of "Add 1 cup").
+        log.debug("set aside %r: writes committed words again", "".join(w.word.word for w in tail[r:]))
+        return final_words(heard, tail[:r], sound_to, committed, tail_alone, runs, after_pause)
     i = next((k for k, w in enumerate(heard) if word_key(w.word.word) in keys), None)
     if i is None:
-        if repeats_committed(tail, committed):
+        if r < len(tail):
             # ... and so may its final hearing, of the end of the last committed word alone:
             # words it was unsure of, over less sound than a word, were not said ("I'm sorry."
             # over the last 0.5 s of "... orange. ... White.").
@@ -964,16 +978,21 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         # The last round stands; what the final hearing heard after its last word, over sound
         # there, the last round had not heard yet. Sound still under way at that word's end,
         # which runs early, is the rest of it (``after_pause``).
-        end = tail[-1].word.end
-        k = next((k for k, w in enumerate(heard) if mostly_after(w, end)), len(heard))
-        fresh = (sound_to(heard[-1].word.end) - sound_to(end) if after_pause is None
-                 else after_pause(end, heard[-1].word.end)) if k < len(heard) else 0.0
-        if fresh >= ECHO_SOUND_S:
-            log.debug("kept %r, then %r heard alone after it", "".join(w.word.word for w in tail),
-                      "".join(w.word.word for w in heard[k:]))
-            return [*tail, *heard[k:]]
-        return tail
+        k, fresh = past_tail(heard, 0, tail, sound_to, after_pause)
+        if not fresh:
+            return tail
+        log.debug("kept %r, then %r heard alone after it", "".join(w.word.word for w in tail),
+                  "".join(w.word.word for w in heard[k:]))
+        return [*tail, *heard[k:]]
     j = keys.index(word_key(heard[i].word.word))
+    # So, where the two share a word, are the words the final hearing writes after the last
+    # round's last word: over "that?", heard alone as "that load.", "load." had 0.1 s of sound.
+    again = [q for q, w in enumerate(heard) if word_key(w.word.word) == keys[-1]]  # the last round's last word
+    k, fresh = past_tail(heard, max([i, *again]) + 1, tail, sound_to)
+    if k < len(heard) and not fresh:
+        log.debug("dropped %r: heard alone after %r, over too little sound", "".join(w.word.word for w in heard[k:]),
+                  tail[-1].word.word)
+        heard = heard[:k]
     words = heard
     if i and j and tail[j - 1].word.start <= heard[i].word.start:
         log.debug("heard alone %r where the last round heard %r: kept the last round's",
@@ -995,6 +1014,23 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         log.debug("kept %r: the last round heard it after %r, over sound the final hearing missed",
                   "".join(w.word.word for w in after), heard[-1].word.word)
     return [*words, *after]
+
+
+def past_tail(heard: Sequence[HeardWord], first: int, tail: Sequence[HeardWord],
+              sound_to: Callable[[float], float], after_pause: Sound | None = None) -> tuple[int, bool]:
+    """Index of the first of the final hearing's words ``heard[first:]`` that lies mostly after
+    ``tail``'s last word, the last round's (``len(heard)`` if none), and whether those words
+    have ``ECHO_SOUND_S`` of sound between the end of that word and the end of ``heard``
+    (``sound_to``, as in :func:`final_words`; with ``after_pause``, only sound after a pause
+    counts). The last round heard the stream to its end, in context: alone, Whisper writes a
+    word past it over the end of its last word, or its punctuation."""
+    end = tail[-1].word.end
+    k = next((k for k in range(first, len(heard)) if mostly_after(heard[k], end)), len(heard))
+    if k == len(heard):
+        return k, False
+    last = heard[-1].word.end
+    fresh = sound_to(last) - sound_to(end) if after_pause is None else after_pause(end, last)
+    return k, fresh >= ECHO_SOUND_S
 
 
 def fits_sound(words: Sequence[HeardWord], sound: float) -> bool:
@@ -1019,10 +1055,12 @@ def laid_over(heard: Sequence[HeardWord], keys: Sequence[str], tail: Sequence[He
     """How many of ``tail``'s words (``keys``) the final hearing ``heard`` laid its first word
     over: alone, Whisper may miss a short word before the next one and lay that one over both
     ("Enter" over "Down. ... Enter."). 0 unless its first word is a later word of ``tail`` with
-    sound before it (``sound_to``, as in :func:`final_words`)."""
+    sound for the words before it (``sound_to``, as in :func:`final_words`): ``WORD_SOUND_S``
+    for each, up to ``ECHO_SOUND_S`` (tiny.en heard "it" of "Put it in my calendar." in
+    context, over 0.16 s of sound, and alone "in my calendar.")."""
     first = word_key(heard[0].word.word) if heard else None
     j = keys.index(first) if first in keys else 0
-    return j if j and sound_to(tail[j].word.start) >= ECHO_SOUND_S else 0
+    return j if j and sound_to(tail[j].word.start) >= min(ECHO_SOUND_S, j * WORD_SOUND_S) else 0
 
 
 def heard_past(heard: Sequence[HeardWord], keys: Sequence[str], tail: Sequence[HeardWord],
@@ -1042,11 +1080,18 @@ def repeats_committed(words: Sequence[HeardWord], committed: Sequence[HeardWord]
     """Whether ``words`` hold a run of ``PROMPT_COPY_WORDS`` words that ``committed`` holds too.
     Conditioned on its prompt, over speech it cannot make out, Whisper writes the prompt again
     ("Go forward 10 meters." over "Down. Enter."); unconditioned, it does not."""
-    def runs(ws: Sequence[HeardWord]) -> set[tuple[str, ...]]:
-        keys = said_keys(ws)
-        return {tuple(keys[k : k + PROMPT_COPY_WORDS]) for k in range(len(keys) - PROMPT_COPY_WORDS + 1)}
+    return committed_run_at(words, committed) < len(words)
 
-    return bool(runs(words) & runs(committed))
+
+def committed_run_at(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:
+    """Index of the first of ``words`` that starts a run of ``PROMPT_COPY_WORDS`` words that
+    ``committed`` holds too (see :func:`repeats_committed`); ``len(words)`` if none."""
+    def runs(ws: Sequence[HeardWord]) -> list[tuple[str, ...]]:
+        keys = said_keys(ws)
+        return [tuple(keys[k : k + PROMPT_COPY_WORDS]) for k in range(len(keys) - PROMPT_COPY_WORDS + 1)]
+
+    held = set(runs(committed))
+    return next((k for k, run in enumerate(runs(words)) if run in held), len(words))
 
 
 def copies_prompt(words: Sequence[HeardWord], tail: Sequence[HeardWord], committed: Sequence[HeardWord]) -> bool:
