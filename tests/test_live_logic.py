@@ -398,6 +398,12 @@ def test_an_amount_written_another_way_is_not_new() -> None:
     fifty = [*costs, hw(" 42", 1.34, 1.9), hw(" dollars", 2.04, 2.4), *rest[:2]]
     (word,) = new_words([*costs, hw(" $42.50.", 1.34, 3.7)], fifty, 3.2)
     assert (word.word.word, word.word.start, word.word.end, word.tokens) == (" cents.", 3.2, 3.7, ())
+    # ... where there is speech for it: "947" committed, a later round's "$947." adds no
+    # "dollars", whether it ends with the committed word or over the silence after it.
+    said = [*costs, hw(" 947", 1.34, 2.6)]
+    assert new_words([*costs, hw(" $947.", 1.3, 2.6)], said, 2.6) == []
+    stretched = [*costs, hw(" $947.", 1.3, 3.4), hw(" Rice,", 3.4, 3.8)]
+    assert new_words(stretched, said, 2.6, runs=[(0.3, 2.6), (3.45, 3.8)]) == stretched[-1:]
 
 
 @pytest.mark.parametrize(("a", "b", "same"), [

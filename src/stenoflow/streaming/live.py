@@ -683,7 +683,7 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     if committed and words:
         # Compared as said (see :func:`spoken_keys`): "$42" re-transcribes "42 dollars". Of a
         # word the alignment ends inside ("$42.50." after the committed "42 dollars and 50"),
-        # the rest is new, as said ("cents."): no later round writes it apart.
+        # the rest is new, as said ("cents."): no later round writes it apart ...
         score, cut, inside, keys = said_alignment([w.word.word for w in committed[-CONTEXT_WORDS:]],
                                                   [w.word.word for w in words])
         last = committed[-1].word
@@ -695,7 +695,12 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
         # before the committed end).
         if score >= 2 or (score == 1 and heard_last and not mostly_after(words[cut - 1], committed_end)):
             if inside:
-                return [rest_of(words[cut], keys[cut][inside:], last.end), *words[cut + 1 :]]
+                # ... where there is speech for it: a round that writes the committed "947" as
+                # "$947." adds no "dollars" to what was said.
+                end = words[cut].word.end
+                said = sum(max(0.0, min(b, end) - max(a, last.end)) for a, b in runs) if runs else end - last.end
+                rest = [rest_of(words[cut], keys[cut][inside:], last.end)] if said >= WORD_SOUND_S else []
+                return [*rest, *words[cut + 1 :]]
             # Ties leave revised last words ("maus trap" heard again as "mouth strap") over as
             # new: they are not, when they start within the committed words. A word after the
             # last committed word heard again as it was is new, wherever DTW puts it.
