@@ -687,7 +687,7 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
         score, cut, inside, keys = said_alignment([w.word.word for w in committed[-CONTEXT_WORDS:]],
                                                   [w.word.word for w in words])
         last = committed[-1].word
-        last_key = spoken_keys([w.word.word for w in committed[-2:]])[-1][-1]
+        last_key = said_last(committed)
         heard_last = cut > 0 and not inside and keys[cut - 1][-1] == last_key
         # One word alike is proof where it is the last committed word, heard again before the
         # committed end: that saying, and what follows it is new wherever DTW puts it ("Um, I"
@@ -721,6 +721,12 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     fresh = [w for w, p in zip(words, placed, strict=True)
              if mostly_after(p, committed_end) and w.word.start >= committed_end - MISPLACED_S]
     return drop_clipped_repeat(fresh, committed[-2:], sound=sound)
+
+
+def said_last(committed: Sequence[HeardWord]) -> str:
+    """The last key of the committed words as said (see :func:`spoken_keys`), the word before
+    the last one read with it: "cents" after "$42" ".50."."""
+    return spoken_keys([w.word.word for w in committed[-2:]])[-1][-1]
 
 
 def rest_of(word: HeardWord, said: Sequence[str], after: float) -> HeardWord:
@@ -960,7 +966,8 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         # two cups of flour. Stir.", unsure of "Add 1 cup").
         log.debug("set aside %r: writes committed words again", "".join(w.word.word for w in tail[r:]))
         return final_words(heard, tail[:r], sound_to, committed, tail_alone, runs, after_pause)
-    i = next((k for k, w in enumerate(heard) if word_key(w.word.word) in keys), None)
+    heard_keys = [word_key(w.word.word) for w in heard]
+    i = next((k for k, key in enumerate(heard_keys) if key in keys), None)
     if i is None:
         if r < len(tail):
             # ... and so may its final hearing, of the end of the last committed word alone:
@@ -989,10 +996,10 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
         log.debug("kept %r, then %r heard alone after it", "".join(w.word.word for w in tail),
                   "".join(w.word.word for w in heard[k:]))
         return [*tail, *heard[k:]]
-    j = keys.index(word_key(heard[i].word.word))
+    j = keys.index(heard_keys[i])
     # So, where the two share a word, are the words the final hearing writes after the last
     # round's last word: over "that?", heard alone as "that load.", "load." had 0.1 s of sound.
-    again = [q for q, w in enumerate(heard) if word_key(w.word.word) == keys[-1]]  # the last round's last word
+    again = [q for q, key in enumerate(heard_keys) if key == keys[-1]]  # the last round's last word
     k, fresh = past_tail(heard, max([i, *again]) + 1, tail, sound_to)
     if k < len(heard) and not fresh:
         log.debug("dropped %r: heard alone after %r, over too little sound", "".join(w.word.word for w in heard[k:]),
@@ -1121,7 +1128,7 @@ def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], windo
     if not words or not last:
         return words
     prev, first = same_number(word_key(last[-1].word.word)), same_number(word_key(words[0].word.word))
-    said = same_number(spoken_keys([w.word.word for w in last])[-1][-1])
+    said = same_number(said_last(last))
     w, last_end = words[0].word, last[-1].word.end
     if not first:
         return words
