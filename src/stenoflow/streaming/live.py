@@ -698,7 +698,7 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
                 # ... where there is speech for it: a round that writes the committed "947" as
                 # "$947." adds no "dollars" to what was said.
                 end = words[cut].word.end
-                said = sum(max(0.0, min(b, end) - max(a, last.end)) for a, b in runs) if runs else end - last.end
+                said = sum(b - a for a, b in runs_within(runs, last.end, end)) if runs else end - last.end
                 rest = [rest_of(words[cut], keys[cut][inside:], last.end)] if said >= WORD_SOUND_S else []
                 return [*rest, *words[cut + 1 :]]
             # Ties leave revised last words ("maus trap" heard again as "mouth strap") over as
@@ -1051,13 +1051,18 @@ def fits_sound(words: Sequence[HeardWord], sound: float) -> bool:
     return len(words) * WORD_SOUND_S <= sound + 1e-9
 
 
+def runs_within(runs: Sequence[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
+    """The parts of the speech ``runs`` (absolute (start, end) stretches, in order) between ``lo``
+    and ``hi`` that are not empty."""
+    return [(max(a, lo), min(b, hi)) for a, b in runs if max(a, lo) < min(b, hi)]
+
+
 def over_pause(word: HeardWord, runs: Sequence[tuple[float, float]]) -> bool:
     """Whether ``word`` lies over a pause: over ``COPY_SPEECH_S`` of speech or more on either
     side of at least ``WORD_PAUSE_S`` of silence (``runs``: absolute (start, end) stretches of
     speech, in order). DTW stretches a word said alone over the silence around it, not over the
     speech of another word beyond it."""
-    w = word.word
-    under = [(max(a, w.start), min(b, w.end)) for a, b in runs if a < w.end and b > w.start]
+    under = runs_within(runs, word.word.start, word.word.end)
     return any(b1 - a1 >= COPY_SPEECH_S and b2 - a2 >= COPY_SPEECH_S and a2 - b1 >= WORD_PAUSE_S
                for i, (a1, b1) in enumerate(under) for a2, b2 in under[i + 1 :])
 
