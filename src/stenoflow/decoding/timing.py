@@ -33,37 +33,38 @@ class WordTiming:
 def dtw_path(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Monotonic path from (0, 0) to (N-1, M-1) minimising the summed cost.
 
-    Moves are diagonal, down (next token, same frame) or right (same token, next frame).
-    Rows are filled with vectorised diagonal/down terms; the right-move recurrence along a row
-    is a running minimum that numpy cannot express, so that part loops over frames.
+    Moves are diagonal, down (next token, same frame) or right (same token, next frame); of equal
+    costs, diagonal is preferred to down, and both to right. The right-move recurrence along a
+    row is a running sum that numpy cannot vectorise, so each row is filled by a loop over plain
+    Python floats (the same float64 arithmetic, without numpy's per-element overhead).
     """
     n, m = cost.shape
-    acc = np.full((n + 1, m + 1), np.inf)
-    acc[0, 0] = 0.0
-    trace = np.zeros((n + 1, m + 1), dtype=np.int8)  # 0 diagonal, 1 down, 2 right
-    for i in range(1, n + 1):
-        prev = acc[i - 1]
-        diag, up = prev[:-1], prev[1:]
-        best_vert = np.minimum(diag, up)
-        vert_move = np.where(diag <= up, 0, 1).astype(np.int8)
-        row = acc[i]
-        c = cost[i - 1]
-        tr = trace[i]
-        for j in range(1, m + 1):
-            left = row[j - 1]
-            v = best_vert[j - 1]
-            if v <= left:
-                row[j] = c[j - 1] + v
-                tr[j] = vert_move[j - 1]
+    inf = float("inf")
+    prev = [0.0] + [inf] * m  # accumulated cost of the row above, column 0 being "before frame 0"
+    traces: list[bytearray] = []  # per row and column: 0 diagonal, 1 down, 2 right
+    for i in range(n):
+        c = cost[i].tolist()
+        row = [inf] * (m + 1)
+        trace = bytearray(m + 1)
+        left = inf
+        for j in range(m):
+            diag, up = prev[j], prev[j + 1]
+            vert, move = (diag, 0) if diag <= up else (up, 1)
+            if vert <= left:
+                left = c[j] + vert
+                trace[j + 1] = move
             else:
-                row[j] = c[j - 1] + left
-                tr[j] = 2
+                left = c[j] + left
+                trace[j + 1] = 2
+            row[j + 1] = left
+        traces.append(trace)
+        prev = row
     i, j = n, m
     rows, cols = [], []
     while i > 0 and j > 0:
         rows.append(i - 1)
         cols.append(j - 1)
-        t = trace[i, j]
+        t = traces[i - 1][j]
         if t == 0:
             i, j = i - 1, j - 1
         elif t == 1:
@@ -74,13 +75,24 @@ def dtw_path(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def median_filter(x: torch.Tensor, width: int) -> torch.Tensor:
-    """Median over the last axis with reflect padding (smooths attention before DTW)."""
+    """Median over the last axis with reflect padding (smooths attention before DTW), for an odd
+    ``width``: the ``width`` shifted copies of each row are sorted elementwise by a network of
+    min/max pairs (odd-even transposition) and the middle one is taken. The same values as
+    ``unfold(...).median()``, several times faster than its per-window sort."""
+    if width % 2 == 0:
+        raise ValueError(f"median filter width must be odd, got {width}")
     pad = width // 2
     if x.shape[-1] <= pad:
         return x
     shape = x.shape
-    y = F.pad(x.reshape(-1, 1, shape[-1]), (pad, pad), mode="reflect")
-    return y.unfold(-1, width, 1).median(dim=-1).values.reshape(shape)
+    y = F.pad(x.reshape(-1, 1, shape[-1]), (pad, pad), mode="reflect")[:, 0]
+    n = shape[-1]
+    wires = [y[:, k : k + n] for k in range(width)]
+    for r in range(width):
+        for k in range(r % 2, width - 1, 2):
+            a, b = wires[k], wires[k + 1]
+            wires[k], wires[k + 1] = torch.minimum(a, b), torch.maximum(a, b)
+    return wires[pad].reshape(shape)
 
 
 @torch.inference_mode()
