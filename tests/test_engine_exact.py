@@ -112,3 +112,27 @@ def test_every_row_count_takes_a_path_that_computes_the_same_product() -> None:
     layer.weight.requires_grad_(True)
     layer(torch.randn(1, 64)).sum().backward()
     assert layer.weight.grad is not None
+
+
+@torch.inference_mode()
+def test_alignment_attention_recorded_step_by_step_equals_one_teacher_forced_pass(tiny: Model,
+                                                                                  jfk_audio: np.ndarray) -> None:
+    """A cache records the alignment heads' queries as each pass goes; the attention computed from
+    them equals what the heads compute in one pass over the whole sequence."""
+    features = tiny.encode(tiny.features(jfk_audio, padding=N_SAMPLES)[:, :3000])
+    cross = tiny.whisper.decoder.cross_kv(features)
+    result = tiny.decode(features, DecodingOptions(language="en", without_timestamps=True))
+    seq = [*tiny.tokenizer.sot_sequence_including_notimestamps, *result.tokens]
+    cache = tiny.whisper.new_cache(1, len(seq), tiny.alignment_heads)
+    tiny.whisper.decoder(torch.tensor([seq[:4]]), cross, cache)  # a prompt, then one token a pass
+    for t in seq[4:]:
+        tiny.whisper.decoder(torch.tensor([[t]]), cross, cache, last_only=True)
+    _, qks = tiny.whisper.decoder(torch.tensor([seq]), cross, tiny.whisper.new_cache(1, len(seq)),
+                                  return_cross_qk=True)
+    assert qks is not None
+    whole = torch.stack([qks[layer][0, head] for layer, head in tiny.alignment_heads], dim=1).float().softmax(-1)
+    recorded = cache.attention(cross)
+    assert recorded is not None and recorded.shape == whole.shape == (len(seq), len(tiny.alignment_heads), 1500)
+    torch.testing.assert_close(recorded, whole, atol=1e-5, rtol=1e-4)
+    part = cache.attention(cross, 0, 5, len(seq) + 10)  # positions from 5 up to the cache's end
+    assert part is not None and torch.equal(part, recorded[5:])

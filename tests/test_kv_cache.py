@@ -7,8 +7,8 @@ import torch
 
 from stenoflow.model.kv_cache import SelfAttentionCache
 
-LAYERS, HEADS, DIM, MAX_LEN, AUDIO = 2, 3, 4, 32, 5
-ALIGNMENT = (((0, 1), (1, 0), (1, 2)), AUDIO)  # (layer, head) pairs, audio positions
+LAYERS, HEADS, DIM, MAX_LEN = 2, 3, 4, 32
+ALIGNMENT = ((0, 1), (1, 0), (1, 2))  # (layer, head) pairs
 
 
 class FullCopies:
@@ -17,11 +17,11 @@ class FullCopies:
     def __init__(self, batch: int) -> None:
         self.k = torch.zeros(LAYERS, batch, HEADS, MAX_LEN, DIM)
         self.v = torch.zeros_like(self.k)
-        self.attention = torch.zeros(batch, MAX_LEN, len(ALIGNMENT[0]), AUDIO)
+        self.queries = torch.zeros(batch, MAX_LEN, len({layer for layer, _ in ALIGNMENT}), HEADS, DIM)
 
     def reorder(self, index: torch.Tensor) -> None:
         self.k, self.v = self.k[:, index].clone(), self.v[:, index].clone()
-        self.attention = self.attention[index].clone()
+        self.queries = self.queries[index].clone()
 
 
 def _write(cache: SelfAttentionCache, full: FullCopies, steps: int, gen: torch.Generator, back: int = 0) -> None:
@@ -32,11 +32,9 @@ def _write(cache: SelfAttentionCache, full: FullCopies, steps: int, gen: torch.G
         cache.write(layer, k, v, offset)
         full.k[layer, :, :, offset : offset + steps] = k
         full.v[layer, :, :, offset : offset + steps] = v
-        heads = cache.heads_of_layer(layer)
-        weights = torch.rand(batch, len(heads), steps, AUDIO, generator=gen)
-        cache.record_attention(layer, weights, offset)
-        slots = [i for i, (lay, _) in enumerate(ALIGNMENT[0]) if lay == layer]
-        full.attention[:, offset : offset + steps, slots] = weights.transpose(1, 2)
+        q = torch.randn(batch, HEADS, steps, DIM, generator=gen)
+        cache.record_queries(layer, q, offset)
+        full.queries[:, offset : offset + steps, layer] = q.transpose(1, 2)
     cache.length = offset + steps
 
 
@@ -45,8 +43,8 @@ def _same(cache: SelfAttentionCache, full: FullCopies) -> None:
     assert cache.batch == full.k.shape[1]
     torch.testing.assert_close(cache.k[:, :, :, :n], full.k[:, :, :, :n], rtol=0, atol=0)
     torch.testing.assert_close(cache.v[:, :, :, :n], full.v[:, :, :, :n], rtol=0, atol=0)
-    assert cache.attention is not None
-    torch.testing.assert_close(cache.attention[:, :n], full.attention[:, :n], rtol=0, atol=0)
+    assert cache.queries is not None
+    torch.testing.assert_close(cache.queries[:, :n], full.queries[:, :n], rtol=0, atol=0)
 
 
 def test_beam_reorders_serve_every_row_its_whole_history() -> None:

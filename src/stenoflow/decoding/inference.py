@@ -28,8 +28,7 @@ class Inference:
         assert cross.k[0].shape[0] == 1, "one audio window per decoding"
         self.model = model
         self.cross = cross
-        alignment = (alignment_heads, cross.n_audio) if alignment_heads else None
-        self.cache = model.new_cache(batch, max_len, alignment)
+        self.cache = model.new_cache(batch, max_len, alignment_heads)
         self.forward_passes = 0
         self.pass_rows: list[int] = []
         self._hidden: list[tuple[int, Tensor]] = []  # (offset, residual stream (1, T, D)) per pass
@@ -104,11 +103,10 @@ class Inference:
             self._hidden.append((offset, x))
         return self.model.decoder.logits_of(x, last_only, logits_at)
 
-    def attention(self, row: int = 0) -> Tensor | None:
-        """Recorded alignment-head attention of ``row`` at every cached position
-        (length, heads, n_audio), or None when the cache records none."""
-        att = self.cache.attention
-        return None if att is None else att[row, : self.cache.length]
+    def attention(self, row: int = 0, start: int = 0, end: int | None = None) -> Tensor | None:
+        """Alignment-head attention of ``row`` at the cached positions start..end (default: all)
+        (positions, heads, n_audio), or None when the cache records none."""
+        return self.cache.attention(self.cross, row, start, end)
 
     def rearrange(self, index: Tensor) -> None:
         self.cache.reorder(index)

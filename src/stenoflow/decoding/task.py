@@ -304,10 +304,9 @@ class DecodingTask:
         logprobs = [token_logprobs[p] for p in positions] if single and all(p in token_logprobs for p in positions) \
             else None
         if o.record_alignment and single:
-            rows = inference.attention(0)
-            if rows is not None:  # row p is the query at position p, which predicts token p + 1
-                text_start = sot_index + len(tok.sot_sequence) + int(o.without_timestamps)  # the prefix
-                alignment = rows[text_start - 1 : sample_begin + len(out)].clone()
+            # row p is the query at position p, which predicts token p + 1
+            text_start = sot_index + len(tok.sot_sequence) + int(o.without_timestamps)  # the prefix
+            alignment = inference.attention(0, text_start - 1, sample_begin + len(out))
         return DecodingResult(
             tokens=out,
             text=text,

@@ -13,6 +13,7 @@ audio window and shared by every beam and every decoding step.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +23,7 @@ from torch import Tensor
 class SelfAttentionCache:
     """Keys and values of every decoder layer: ``(n_layer, batch, n_head, max_len, head_dim)``.
 
-    ``k``, ``v`` and ``attention`` are views of the rows in use of a larger store: a beam that
+    ``k``, ``v`` and ``queries`` are views of the rows in use of a larger store: a beam that
     closes to one row keeps the store and reads one of its rows; when it opens again, the other
     rows still hold the shared positions and only what that row decoded since is copied out."""
 
@@ -35,26 +36,26 @@ class SelfAttentionCache:
         head_dim: int,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
-        alignment: tuple[tuple[tuple[int, int], ...], int] | None = None,
+        alignment: tuple[tuple[int, int], ...] | None = None,
     ) -> None:
         shape = (n_layer, batch, n_head, max_len, head_dim)
         self._k = torch.empty(shape, dtype=dtype, device=device)
         self._v = torch.empty(shape, dtype=dtype, device=device)
         self.length = 0
-        # Positions before this one hold the same keys, values and attention in every row of
-        # the store (in use or not).
+        # Positions before this one hold the same keys, values and queries in every row of the
+        # store (in use or not).
         self.shared = 0
-        # Attention of the alignment heads at every position (batch, max_len, n_heads, n_audio):
-        # the rows word timing needs, recorded by the passes that decode the tokens anyway.
-        self._attention: Tensor | None = None
-        self._heads: dict[int, tuple[list[int], list[int]]] = {}  # layer -> (heads, their slots)
-        if alignment is not None:
-            heads, n_audio = alignment
-            for slot, (layer, head) in enumerate(heads):
-                mine = self._heads.setdefault(layer, ([], []))
-                mine[0].append(head)
-                mine[1].append(slot)
-            self._attention = torch.zeros((batch, max_len, len(heads), n_audio), dtype=torch.float32, device=device)
+        # The cross-attention queries of the layers that hold alignment heads (``alignment``:
+        # (layer, head) pairs) at every position (batch, max_len, layers, n_head, head_dim): what
+        # word timing needs, recorded by the passes that decode the tokens anyway (a whole layer's
+        # queries: one plain copy per pass). The heads' attention over the audio is computed from
+        # them when asked for (``attention``), once for all positions rather than in every pass.
+        self.alignment = alignment or ()
+        self._slots = {layer: slot for slot, layer in enumerate(sorted({layer for layer, _ in self.alignment}))}
+        self._queries: Tensor | None = None
+        if self.alignment:
+            self._queries = torch.zeros((batch, max_len, len(self._slots), n_head, head_dim), dtype=dtype,
+                                        device=device)
         self._use(0, batch)
 
     def _use(self, first: int, batch: int) -> None:
@@ -62,7 +63,7 @@ class SelfAttentionCache:
         self._first = first
         self.k = self._k[:, first : first + batch]
         self.v = self._v[:, first : first + batch]
-        self.attention = None if self._attention is None else self._attention[first : first + batch]
+        self.queries = None if self._queries is None else self._queries[first : first + batch]
 
     @property
     def batch(self) -> int:
@@ -82,17 +83,29 @@ class SelfAttentionCache:
         self.v[layer, :, :, offset:end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
-    def heads_of_layer(self, layer: int) -> list[int]:
-        """Alignment heads of ``layer`` whose attention this cache records."""
-        entry = self._heads.get(layer)
-        return entry[0] if entry else []
+    def records(self, layer: int) -> bool:
+        """Whether this cache records the cross-attention queries of ``layer``."""
+        return layer in self._slots
 
-    def record_attention(self, layer: int, weights: Tensor, offset: int) -> None:
-        """Store ``weights`` (batch, heads of this layer, T, n_audio) at positions offset.."""
-        assert self.attention is not None
-        slots = self._heads[layer][1]
-        n = min(weights.shape[-1], self.attention.shape[-1])
-        self.attention[:, offset : offset + weights.shape[2], slots, :n] = weights[..., :n].transpose(1, 2)
+    def record_queries(self, layer: int, q: Tensor, offset: int) -> None:
+        """Store the cross-attention queries ``q`` (batch, n_head, T, head_dim) of ``layer`` at
+        positions offset.."""
+        assert self.queries is not None
+        self.queries[:, offset : offset + q.shape[2], self._slots[layer]] = q.transpose(1, 2)
+
+    def attention(self, cross: CrossKV, row: int = 0, start: int = 0, end: int | None = None) -> Tensor | None:
+        """The alignment heads' attention over the audio of ``cross`` at positions start..end
+        (default: every cached one) of ``row``: (positions, heads, n_audio), softmaxed in float32;
+        None when the cache records no queries."""
+        if self.queries is None:
+            return None
+        end = self.length if end is None else min(end, self.length)
+        q = torch.stack([self.queries[row, start:end, self._slots[layer], head]
+                         for layer, head in self.alignment])  # (heads, T, head_dim)
+        keys = torch.stack([cross.k[layer][row if cross.k[layer].shape[0] > 1 else 0, head]
+                            for layer, head in self.alignment])  # (heads, n_audio, head_dim)
+        scores = (q @ keys.transpose(1, 2)) / math.sqrt(q.shape[-1])
+        return scores.float().softmax(dim=-1).transpose(0, 1)
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search): rows may repeat or drop out. Only positions
@@ -136,8 +149,8 @@ class SelfAttentionCache:
             return
         self._k[:, to, :, start:n] = self._k[:, source, :, start:n]
         self._v[:, to, :, start:n] = self._v[:, source, :, start:n]
-        if self._attention is not None:
-            self._attention[to, start:n] = self._attention[source, start:n]
+        if self._queries is not None:
+            self._queries[to, start:n] = self._queries[source, start:n]
 
     def _restore(self, index: Tensor, n: int) -> None:
         """A new store of the store's rows ``index``, their positions ``:n`` copied (the rest
@@ -151,8 +164,8 @@ class SelfAttentionCache:
             return out
 
         self._k, self._v = picked(self._k, 1, 3), picked(self._v, 1, 3)
-        if self._attention is not None:
-            self._attention = picked(self._attention, 0, 1)
+        if self._queries is not None:
+            self._queries = picked(self._queries, 0, 1)
 
     def broadcast(self, one: SelfAttentionCache, length: int) -> None:
         """Fill every row's first ``length`` positions from the one-row cache ``one`` (a prompt

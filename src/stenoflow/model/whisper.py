@@ -147,8 +147,8 @@ class MultiHeadAttention(nn.Module):
         broadcast copies (cross-attention has no mask, so this is the same computation).
 
         Per part, also returns the pre-softmax scores (B, H, T, S) when it asks for them
-        (``return_qk``), or the attention weights (B, h, T, S) of the alignment heads its cache
-        records (a small product next to the attention itself), else None."""
+        (``return_qk``), or the queries (B, H, T, D/H) when its cache records this layer's (for
+        the alignment heads' attention, computed from them when word timing asks for it), else None."""
         q = self.query(x)
         outs: list[Tensor] = []
         extras: list[Tensor | None] = []
@@ -165,11 +165,8 @@ class MultiHeadAttention(nn.Module):
                     out = F.scaled_dot_product_attention(self.heads(qp.view(1, p.rows, -1)), k, v)
                 else:
                     out = F.scaled_dot_product_attention(qh, k, v)
-                heads = p.cache.heads_of_layer(layer) if p.record and p.cache is not None else ()
-                if heads:
-                    index = torch.tensor(heads, device=x.device)
-                    qs, ks = qh.index_select(1, index), k.index_select(1, index)
-                    extra = ((qs @ ks.transpose(-1, -2)) / math.sqrt(qs.shape[-1])).float().softmax(dim=-1)
+                if p.record and p.cache is not None and p.cache.records(layer):
+                    extra = qh
             outs.append(self.merge(out).reshape(p.rows, -1))
             extras.append(extra)
         return self.out(p_cat(outs)), extras
@@ -186,7 +183,7 @@ class PassPart:
     cache: SelfAttentionCache | None
     offset: int
     mask: Tensor | None
-    record: bool = True  # store the alignment heads' attention in the cache (if it has any)
+    record: bool = True  # store the alignment heads' queries in the cache (if it has any)
     return_qk: bool = False  # return every head's cross-attention scores instead
 
     @classmethod
@@ -402,7 +399,7 @@ class TextDecoder(nn.Module):
                     qks[j].append(extra)
                 elif extra is not None:
                     assert p.cache is not None
-                    p.cache.record_attention(i, extra, p.offset)
+                    p.cache.record_queries(i, extra, p.offset)
         for p in parts:
             if p.cache is not None:
                 p.cache.length = p.offset + p.length
@@ -446,9 +443,9 @@ class Whisper(nn.Module):
         return self
 
     def new_cache(self, batch: int, max_len: int | None = None,
-                  alignment: tuple[tuple[tuple[int, int], ...], int] | None = None) -> SelfAttentionCache:
-        """A decoder cache for ``batch`` rows of up to ``max_len`` tokens. ``alignment`` =
-        (alignment heads as (layer, head), audio positions): also record those heads' attention."""
+                  alignment: tuple[tuple[int, int], ...] | None = None) -> SelfAttentionCache:
+        """A decoder cache for ``batch`` rows of up to ``max_len`` tokens. ``alignment``: the
+        alignment heads as (layer, head), whose cross-attention queries it also records."""
         d = self.dims
         p = self.decoder.positional_embedding
         return SelfAttentionCache(

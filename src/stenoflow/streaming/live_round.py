@@ -303,10 +303,11 @@ class LiveRound:
         tok = model.tokenizer.with_options(self.options.language if model.is_multilingual else None, "transcribe")
         sot = [*tok.sot_sequence, tok.no_timestamps]
         seq = torch.tensor([[*sot, *tokens]])
-        cache = model.whisper.new_cache(1, seq.shape[1], (model.alignment_heads, cross.n_audio))
+        cache = model.whisper.new_cache(1, seq.shape[1], model.alignment_heads)
         model.whisper.decoder(seq, cross, cache, last_only=True)
-        assert cache.attention is not None
-        return cache.attention[0, len(sot) - 1 : seq.shape[1]]
+        attention = cache.attention(cross, 0, len(sot) - 1)
+        assert attention is not None
+        return attention
 
 
 def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, unit: int) -> int:
