@@ -16,8 +16,9 @@ class Inference:
     speculative decoding) are judged by how many they save. ``pass_rows`` holds the batch rows
     of each call after the prompt, the beam width beam pruning reduces.
 
-    With ``alignment_heads`` the cache also records those heads' cross-attention at every
-    position, so word timing needs no second pass over the decoded tokens.
+    With ``alignment_heads`` the cache also records the cross-attention queries of their layers
+    at every position, from which ``attention`` gives those heads' attention over the audio: word
+    timing needs no second pass over the decoded tokens.
 
     At one row, each pass's last residual stream (before the final layer norm) is kept until
     ``take_hidden`` reads it: Medusa heads draft from it at no extra decoder cost.

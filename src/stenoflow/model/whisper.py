@@ -355,7 +355,8 @@ class TextDecoder(nn.Module):
         Logits are projected at every new position (T' = T), at the last only (``last_only``),
         or at the positions ``logits_at`` (indices into the T new ones): the projection onto the
         vocabulary is the largest product of a pass, so a prompt is run without it. A cache with
-        alignment heads also records their attention at every new position (word timing).
+        alignment heads also records their layers' cross-attention queries at every new position
+        (word timing).
 
         ``cache=None`` runs a whole sequence from position 0 with nothing stored: the path for
         teacher-forced training, where in-place cache writes would break autograd."""
