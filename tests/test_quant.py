@@ -13,6 +13,7 @@ from stenoflow.model.cpu_features import cpu_flags, native_bfloat16, native_int8
 from stenoflow.model.quant import (
     FEW_ROWS,
     Int8Linear,
+    SharedInput,
     TrainableInt8Linear,
     bfloat16_layers,
     quantize_rows,
@@ -68,6 +69,23 @@ def test_an_outlier_channel_or_row_does_not_corrupt_the_others(rows: int) -> Non
         y = q(x)
     per_row = (y - exact).norm(dim=1) / exact.norm(dim=1)
     assert float(per_row.max()) < 0.15
+
+
+@pytest.mark.parametrize("int8_dot", KERNELS)
+@pytest.mark.parametrize("rows", [3, 300])
+def test_layers_reading_one_input_share_its_rounding_and_each_get_their_own_product(rows: int,
+                                                                                   int8_dot: bool) -> None:
+    """The decoder's cross-attention keys and values all read the encoder output: rounded to int8
+    once for every layer, each layer's product is exactly what it computes alone."""
+    g = torch.Generator().manual_seed(rows)
+    layers: list[torch.nn.Module] = [Int8Linear(torch.randn(n, 64, generator=g), bias, int8_dot=int8_dot)
+                                     for n, bias in ((96, None), (64, torch.randn(64, generator=g)))]
+    layers.append(torch.nn.Linear(64, 32))
+    x = torch.randn(1, rows, 64, generator=g)
+    shared = SharedInput(x)
+    with torch.no_grad():
+        for layer in layers:
+            assert torch.equal(shared.through(layer), layer(x))
 
 
 def test_int8_linear_keeps_leading_shape() -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -95,14 +96,20 @@ class Int8Linear(nn.Module):
         elif rows <= FEW_ROWS:
             y = torch.ops.quantized.linear_dynamic(flat, self._packed, False)
         else:
-            # In place where a temporary would be as large as x or y: on 2 cores, allocating
-            # (and faulting in) a fresh encoder-sized buffer costs more than the rounding itself.
-            sx = flat.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12).div_(127.0)
-            xq = torch.div(flat, sx).round_().to(torch.int8)
-            y = torch._int_mm(xq, self.q.t()).float().mul_(sx * self.scale)
-            if self.bias is not None:
-                y.add_(self.bias)
+            return self.of_rows(QuantizedRows.of(x))
         return y.reshape(*shape[:-1], self.out_features)
+
+    def takes_rows(self, x: Tensor) -> bool:
+        """Whether this layer multiplies ``x`` as int8 rows (:class:`QuantizedRows`)."""
+        return self.int8_dot and x.numel() // x.shape[-1] > FEW_ROWS
+
+    def of_rows(self, x: QuantizedRows) -> Tensor:
+        """The product with an input already rounded to int8 rows (for an input that
+        ``takes_rows``): what ``forward`` gives for it."""
+        y = torch._int_mm(x.q, self.q.t()).float().mul_(x.scale * self.scale)
+        if self.bias is not None:
+            y.add_(self.bias)
+        return y.reshape(*x.shape[:-1], self.out_features)
 
     def _forward_7bit(self, flat: Tensor, rows: int) -> Tensor:
         """fbgemm with 7-bit inputs, each row first scaled to a largest magnitude of one."""
@@ -115,6 +122,41 @@ class Int8Linear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row"
+
+
+@dataclass(frozen=True)
+class QuantizedRows:
+    """An input (..., in) rounded to int8 with one scale per row, as :class:`Int8Linear` rounds
+    the many rows it multiplies with ``torch._int_mm``. Layers that read the same input (every
+    decoder layer's cross-attention keys and values read the encoder output) round it once."""
+
+    q: Tensor  # (rows, in) int8
+    scale: Tensor  # (rows, 1) float32
+    shape: torch.Size  # the input's
+
+    @classmethod
+    def of(cls, x: Tensor) -> QuantizedRows:
+        flat = x.reshape(-1, x.shape[-1]).float()
+        # In place where a temporary would be as large as x: on 2 cores, allocating (and
+        # faulting in) a fresh encoder-sized buffer costs more than the rounding itself.
+        sx = flat.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12).div_(127.0)
+        return cls(torch.div(flat, sx).round_().to(torch.int8), sx, x.shape)
+
+
+class SharedInput:
+    """One input that several linear layers read: the int8 layers that take it as int8 rows
+    share one rounding of it; any other layer just runs on it."""
+
+    def __init__(self, x: Tensor) -> None:
+        self.x = x
+        self._rows: QuantizedRows | None = None
+
+    def through(self, layer: nn.Module) -> Tensor:
+        if isinstance(layer, Int8Linear) and layer.takes_rows(self.x):
+            if self._rows is None:
+                self._rows = QuantizedRows.of(self.x)
+            return layer.of_rows(self._rows)
+        return layer(self.x)
 
 
 def fake_quantize_rows(x: Tensor) -> Tensor:

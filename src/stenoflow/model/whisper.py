@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from stenoflow.model.dims import ModelDims
 from stenoflow.model.kv_cache import CrossKV, SelfAttentionCache
+from stenoflow.model.quant import SharedInput
 
 if TYPE_CHECKING:
     from stenoflow.model.pass_batch import PassBatcher
@@ -111,8 +112,8 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         return q, k, v
 
-    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return self.heads(self.key(x)), self.heads(self.value(x))
+    def project_kv(self, x: SharedInput) -> tuple[Tensor, Tensor]:
+        return self.heads(x.through(self.key)), self.heads(x.through(self.value))
 
     def encoder_forward(self, x: Tensor, tail: tuple[Tensor, Tensor] | None = None,
                         keep: list[tuple[Tensor, Tensor]] | None = None) -> Tensor:
@@ -320,11 +321,13 @@ class TextDecoder(nn.Module):
         self.batcher: PassBatcher | None = None
 
     def cross_kv(self, audio_features: Tensor) -> CrossKV:
-        """Project the encoder output once into every layer's cross-attention keys and values."""
+        """Project the encoder output once into every layer's cross-attention keys and values
+        (int8 layers round it to int8 once for all of them)."""
         ks, vs = [], []
+        shared = SharedInput(audio_features)
         for block in self.blocks:
             assert block.cross_attn is not None
-            k, v = block.cross_attn.project_kv(audio_features)
+            k, v = block.cross_attn.project_kv(shared)
             ks.append(k.contiguous())
             vs.append(v.contiguous())
         return CrossKV(ks, vs)
