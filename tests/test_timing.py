@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from stenoflow.decoding.timing import dtw_path, median_filter
+from stenoflow.decoding.timing import alignment_matrix, dtw_path, median_filter
 
 
 def median_by_sorting(x: torch.Tensor, width: int) -> torch.Tensor:
@@ -65,3 +65,10 @@ def test_dtw_path_is_the_cheapest_monotonic_path(shape: tuple[int, int]) -> None
         want_rows, want_cols = path_by_full_table(cost)
         assert rows.tolist() == want_rows and cols.tolist() == want_cols
         assert rows[0] == 0 and cols[0] == 0 and rows[-1] == shape[0] - 1 and cols[-1] == shape[1] - 1
+
+
+def test_alignment_matrix_normalises_each_head_over_the_rows_then_smooths_and_averages() -> None:
+    weights = torch.rand(6, 12, 90, generator=torch.Generator().manual_seed(1)).softmax(-1)
+    std, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)
+    want = median_by_sorting((weights - mean) / (std + 1e-8), 7).mean(dim=0)
+    torch.testing.assert_close(alignment_matrix(weights), want, rtol=1e-5, atol=1e-5)

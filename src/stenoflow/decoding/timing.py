@@ -120,8 +120,11 @@ def find_alignment(model: Whisper, tokenizer: Tokenizer, text_tokens: list[int],
 def alignment_matrix(weights: torch.Tensor, medfilt_width: int = 7) -> torch.Tensor:
     """Token-by-position similarity (rows, positions) from the alignment heads' attention
     (heads, rows, positions): each head normalised over the rows, smoothed over time, averaged."""
-    std, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)
-    return median_filter((weights - mean) / (std + 1e-8), medfilt_width).mean(dim=0)
+    # The moments by hand: torch.std_mean over a middle axis runs about ten times slower.
+    mean = weights.mean(dim=-2, keepdim=True)
+    centred = weights - mean
+    std = centred.square().mean(dim=-2, keepdim=True).sqrt_()
+    return median_filter(centred.div_(std + 1e-8), medfilt_width).mean(dim=0)
 
 
 def attended_positions(weights: torch.Tensor, medfilt_width: int = 7) -> list[int]:
