@@ -3,6 +3,7 @@ and batched beam search against a one-hypothesis-at-a-time reference without any
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +62,7 @@ def reference_beam_search(model: Model, features: torch.Tensor, prompt: list[int
         candidates: dict[tuple[int, ...], float] = {}
         for seq, score in beams:
             cache = model.whisper.new_cache(1, len(seq))
-            logits, _ = model.whisper.decoder(torch.tensor([seq]), cross, cache, last_only=True)
+            logits = model.whisper.decoder(torch.tensor([seq]), cross, cache, last_only=True)
             lp = F.log_softmax(logits[0, -1].float(), -1)
             top = lp.topk(beam_size + 1)
             for v, i in zip(top.values.tolist(), top.indices.tolist()):
@@ -127,10 +128,24 @@ def test_alignment_attention_recorded_step_by_step_equals_one_teacher_forced_pas
     tiny.whisper.decoder(torch.tensor([seq[:4]]), cross, cache)  # a prompt, then one token a pass
     for t in seq[4:]:
         tiny.whisper.decoder(torch.tensor([[t]]), cross, cache, last_only=True)
-    _, qks = tiny.whisper.decoder(torch.tensor([seq]), cross, tiny.whisper.new_cache(1, len(seq)),
-                                  return_cross_qk=True)
-    assert qks is not None
-    whole = torch.stack([qks[layer][0, head] for layer, head in tiny.alignment_heads], dim=1).float().softmax(-1)
+    # The reference: the queries of one pass over the whole sequence, taken off the layers, and
+    # the heads' attention computed from them by the definition.
+    queries: dict[int, torch.Tensor] = {}
+    blocks = tiny.whisper.decoder.blocks
+    hooks = [blocks[layer].cross_attn.query.register_forward_hook(
+        lambda _module, _args, out, layer=layer: queries.__setitem__(layer, out))
+        for layer in {layer for layer, _ in tiny.alignment_heads}]
+    try:
+        tiny.whisper.decoder(torch.tensor([seq]), cross, None)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    n_head = tiny.whisper.dims.n_text_head
+    scores = []
+    for layer, head in tiny.alignment_heads:
+        q = queries[layer].reshape(len(seq), n_head, -1)[:, head]  # (T, head_dim)
+        scores.append(q @ cross.k[layer][0, head].T / math.sqrt(q.shape[-1]))
+    whole = torch.stack(scores, dim=1).float().softmax(-1)
     recorded = cache.attention(cross)
     assert recorded is not None and recorded.shape == whole.shape == (len(seq), len(tiny.alignment_heads), 1500)
     torch.testing.assert_close(recorded, whole, atol=1e-5, rtol=1e-4)

@@ -69,7 +69,7 @@ def test_a_block_keeps_its_cache_in_line_with_the_models(base: Model, jfk_audio:
     assert result.stats["verify_passes"] > 0
     tok = base.tokenizer.with_options("en", "transcribe")
     seq = torch.tensor([[*tok.sot_sequence, *result.tokens]])
-    full, _ = base.whisper.decoder.hidden(seq, cross, None)
+    full = base.whisper.decoder.hidden(seq, cross, None)
     expected = heads.states(full, base.whisper.decoder, cross.k[-1], cross.v[-1], None)
     # Replay: prompt, then chunks with a rejected tail that is rolled back, as verification does.
     inference = Inference(base.whisper, cross, 1, 448)

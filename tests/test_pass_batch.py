@@ -51,8 +51,8 @@ def test_a_merged_pass_gives_each_caller_its_own_pass(tiny: Model, jfk_audio: np
     steps = [torch.tensor([[290]]), torch.tensor([[290], [314]]), torch.tensor([[262, 1110]])]
     steps_calls = [DecoderCall(t, c.cross, c.cache) for t, c in zip(steps, calls, strict=True)]
     alone = [_clone(c) for c in steps_calls]
-    solo = [decoder.hidden(c.tokens, c.cross, c.cache)[0] for c in alone]
-    merged, _ = decoder.hidden_many(steps_calls)
+    solo = [decoder.hidden(c.tokens, c.cross, c.cache) for c in alone]
+    merged = decoder.hidden_many(steps_calls)
     for a, b, ca, cb in zip(solo, merged, alone, steps_calls, strict=True):
         assert a.shape == b.shape
         torch.testing.assert_close(b, a, atol=1e-4, rtol=1e-4)
@@ -89,7 +89,7 @@ def test_a_bad_pass_fails_only_its_caller(tiny: Model, jfk_audio: np.ndarray) ->
     with torch.inference_mode():
         good = _call(tiny, jfk_audio[: 5 * 16000], [[*SOT]])
         bad = _call(tiny, jfk_audio[5 * 16000 :], [[*SOT, 400, 1110]], max_len=2)  # 3 tokens > 2 positions
-        expected = decoder.hidden(good.tokens, good.cross, _clone(good).cache)[0]
+        expected = decoder.hidden(good.tokens, good.cross, _clone(good).cache)
     batcher = PassBatcher.over(decoder)
 
     def first() -> torch.Tensor:  # asks once the other job has joined, so the two passes meet

@@ -45,7 +45,7 @@ def run(weights: LoadedWeights) -> tuple[torch.Tensor, torch.Tensor]:
     with torch.no_grad():
         audio = model.encoder(mel)
         cross = model.decoder.cross_kv(audio)
-        logits, _ = model.decoder(torch.tensor(TOKENS), cross, model.new_cache(1))
+        logits = model.decoder(torch.tensor(TOKENS), cross, model.new_cache(1))
     return audio, logits
 
 

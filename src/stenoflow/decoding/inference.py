@@ -51,7 +51,7 @@ class Inference:
             logits = self._run(tokens, logits_at=at)
         else:
             one = self.model.new_cache(1, tokens.shape[1])
-            logits, _ = self.model.decoder(tokens, self.cross, one, logits_at=at)
+            logits = self.model.decoder(tokens, self.cross, one, logits_at=at)
             self.cache.broadcast(one, tokens.shape[1])
         self.forward_passes += 1
         return logits
@@ -99,7 +99,7 @@ class Inference:
 
     def _run(self, tokens: Tensor, last_only: bool = False, logits_at: Tensor | None = None) -> Tensor:
         offset = self.cache.length
-        x, _ = self.model.decoder.hidden(tokens, self.cross, self.cache)
+        x = self.model.decoder.hidden(tokens, self.cross, self.cache)
         if x.shape[0] == 1:
             self._hidden.append((offset, x))
         return self.model.decoder.logits_of(x, last_only, logits_at)

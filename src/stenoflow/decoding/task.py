@@ -74,7 +74,7 @@ def detect_language(ctx: DecoderContext, cross: CrossKV) -> tuple[str, dict[str,
     if not tok.multilingual:
         return "en", {"en": 1.0}
     cache = ctx.model.new_cache(1, 1)
-    logits, _ = ctx.model.decoder(torch.tensor([[tok.sot]]), cross, cache)
+    logits = ctx.model.decoder(torch.tensor([[tok.sot]]), cross, cache)
     ids = torch.tensor(tok.language_token_ids)
     probs = logits[0, -1, ids].float().softmax(dim=-1).tolist()
     by_code = dict(zip(tok.language_codes, probs))

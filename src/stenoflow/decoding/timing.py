@@ -7,12 +7,14 @@ says when each token starts, and words start where their first token does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from stenoflow.model.kv_cache import CrossKV
 from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import Tokenizer
 
@@ -104,17 +106,32 @@ def find_alignment(model: Whisper, tokenizer: Tokenizer, text_tokens: list[int],
     if not text_tokens:
         return []
     sot = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
-    tokens = torch.tensor([[*sot, *text_tokens, tokenizer.eot]])
-    cross = model.decoder.cross_kv(audio_features)
-    cache = model.new_cache(1, tokens.shape[1])
-    logits, qks = model.decoder(tokens, cross, cache, return_cross_qk=True)
-    assert qks is not None
-    probs = logits[0, len(sot) - 1 : -1].float().softmax(-1)
-    token_probs = probs[torch.arange(len(text_tokens) + 1), tokens[0, len(sot):]].tolist()
-    # Rows: the queries that predict each text token and the end-of-text.
-    weights = torch.stack([qks[layer][0, head, len(sot) - 1 : -1] for layer, head in alignment_heads])
-    return timings_from_attention(weights.float().softmax(dim=-1), tokenizer, text_tokens, num_frames,
-                                  token_probs, medfilt_width)
+    weights, logits = forced_attention(model, model.decoder.cross_kv(audio_features), sot, text_tokens,
+                                       alignment_heads, with_logits=True)
+    assert logits is not None
+    targets = torch.tensor([*text_tokens, tokenizer.eot])
+    token_probs = logits.float().softmax(-1)[torch.arange(targets.numel()), targets].tolist()
+    return timings_from_attention(weights.transpose(0, 1), tokenizer, text_tokens, num_frames, token_probs,
+                                  medfilt_width)
+
+
+def forced_attention(model: Whisper, cross: CrossKV, sot: Sequence[int], text_tokens: Sequence[int],
+                     alignment_heads: tuple[tuple[int, int], ...],
+                     with_logits: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One teacher-forced decoder pass over ``sot`` + ``text_tokens`` on a cache that records the
+    alignment heads' queries. Returns the heads' attention over the audio (rows, heads, positions)
+    at the rows that predict each text token and then the end of text, and with ``with_logits``
+    those rows' logits (rows, vocabulary)."""
+    seq = torch.tensor([[*sot, *text_tokens]])
+    cache = model.new_cache(1, seq.shape[1], alignment_heads)
+    logits = None
+    if with_logits:
+        logits = model.decoder(seq, cross, cache, logits_at=torch.arange(len(sot) - 1, seq.shape[1]))[0]
+    else:
+        model.decoder(seq, cross, cache, last_only=True)
+    attention = cache.attention(cross, 0, len(sot) - 1)
+    assert attention is not None
+    return attention, logits
 
 
 def alignment_matrix(weights: torch.Tensor, medfilt_width: int = 7) -> torch.Tensor:

@@ -115,7 +115,7 @@ class MedusaHeads(nn.Module):
         block's keys/values of earlier positions (None: ``x`` starts at position 0, no cache)."""
         if self.block is not None:
             part = PassPart.after(x, CrossKV([cross_k], [cross_v]), cache, record=False)
-            x = self.block.decoder_forward(x.reshape(part.rows, -1), [part], 0)[0].view(x.shape)
+            x = self.block.decoder_forward(x.reshape(part.rows, -1), [part], 0).view(x.shape)
             if cache is not None:
                 cache.length = part.offset + part.length
         return decoder.ln(x)

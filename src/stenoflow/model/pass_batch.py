@@ -77,7 +77,7 @@ class PassBatcher:
         """A batcher whose merged passes run ``decoder.hidden_many``."""
         def forward(calls: Sequence[DecoderCall]) -> list[Tensor]:
             with torch.inference_mode():  # the callers' caches are inference tensors
-                return decoder.hidden_many(calls)[0]
+                return decoder.hidden_many(calls)
 
         return cls(forward)
 

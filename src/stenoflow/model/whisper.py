@@ -141,36 +141,27 @@ class MultiHeadAttention(nn.Module):
             outs.append(self.merge(out).reshape(p.rows, -1))
         return self.out(p_cat(outs))
 
-    def cross_forward(self, x: Tensor, parts: Sequence[PassPart], layer: int) -> tuple[Tensor, list[Tensor | None]]:
+    def cross_forward(self, x: Tensor, parts: Sequence[PassPart], layer: int) -> Tensor:
         """Each part's rows of the packed ``x`` (R, D) attend to its audio's keys/values at
         ``layer`` (1 or B, H, S, D/H). With one audio shared by B beams, the beams are folded into
         the query axis: one attention over (1, H, B*T) queries reads the keys once instead of B
         broadcast copies (cross-attention has no mask, so this is the same computation).
 
-        Per part, also returns the pre-softmax scores (B, H, T, S) when it asks for them
-        (``return_qk``), or the queries (B, H, T, D/H) when its cache records this layer's (for
-        the alignment heads' attention, computed from them when word timing asks for it), else None."""
+        A part whose cache records this layer's queries (the alignment heads' layers) stores them
+        there (B, H, T, D/H): word timing computes the heads' attention from them when it asks."""
         q = self.query(x)
         outs: list[Tensor] = []
-        extras: list[Tensor | None] = []
         for p, qp in zip(parts, p_split(q, parts), strict=True):
             k, v = p.cross.k[layer], p.cross.v[layer]
             qh = self.heads(qp.view(p.batch, p.length, -1))  # (B, H, T, D/H)
-            extra = None
-            if p.return_qk:
-                kb = k.expand(p.batch, -1, -1, -1)
-                extra = (qh @ kb.transpose(-1, -2)) / math.sqrt(qh.shape[-1])
-                out = extra.float().softmax(dim=-1).to(qh.dtype) @ v
+            if k.shape[0] == 1 and p.batch > 1:
+                out = F.scaled_dot_product_attention(self.heads(qp.view(1, p.rows, -1)), k, v)
             else:
-                if k.shape[0] == 1 and p.batch > 1:
-                    out = F.scaled_dot_product_attention(self.heads(qp.view(1, p.rows, -1)), k, v)
-                else:
-                    out = F.scaled_dot_product_attention(qh, k, v)
-                if p.record and p.cache is not None and p.cache.records(layer):
-                    extra = qh
+                out = F.scaled_dot_product_attention(qh, k, v)
+            if p.record and p.cache is not None and p.cache.records(layer):
+                p.cache.record_queries(layer, qh, p.offset)
             outs.append(self.merge(out).reshape(p.rows, -1))
-            extras.append(extra)
-        return self.out(p_cat(outs)), extras
+        return self.out(p_cat(outs))
 
 
 @dataclass
@@ -185,17 +176,15 @@ class PassPart:
     offset: int
     mask: Tensor | None
     record: bool = True  # store the alignment heads' queries in the cache (if it has any)
-    return_qk: bool = False  # return every head's cross-attention scores instead
 
     @classmethod
-    def after(cls, x: Tensor, cross: CrossKV, cache: SelfAttentionCache | None, record: bool = True,
-              return_qk: bool = False) -> PassPart:
+    def after(cls, x: Tensor, cross: CrossKV, cache: SelfAttentionCache | None, record: bool = True) -> PassPart:
         """The part of new positions ``x`` (B, T, ...) that continue ``cache`` (None: from position
         0), with the causal mask they need."""
         b, t = x.shape[:2]
         offset = cache.length if cache is not None else 0
         mask = causal_mask(t, offset, x.dtype, x.device) if t > 1 else None
-        return cls(b, t, cross, cache, offset, mask, record, return_qk)
+        return cls(b, t, cross, cache, offset, mask, record)
 
     @property
     def rows(self) -> int:
@@ -226,15 +215,14 @@ class ResidualAttentionBlock(nn.Module):
         x = x + self.attn.encoder_forward(self.attn_ln(x), tail, keep)
         return x + self.mlp(self.mlp_ln(x))
 
-    def decoder_forward(self, x: Tensor, parts: Sequence[PassPart], layer: int) -> tuple[Tensor, list[Tensor | None]]:
+    def decoder_forward(self, x: Tensor, parts: Sequence[PassPart], layer: int) -> Tensor:
         """A decoder block on the packed new positions ``x`` (R, D) of ``parts``: causal
         self-attention (earlier keys in each part's cache at ``layer``), cross-attention to each
-        part's audio, MLP. Also returns, per part, what ``cross_forward`` returns beside."""
+        part's audio, MLP."""
         assert self.cross_attn is not None and self.cross_attn_ln is not None
         x = x + self.attn.cached_forward(self.attn_ln(x), parts, layer)
-        out, extras = self.cross_attn.cross_forward(self.cross_attn_ln(x), parts, layer)
-        x = x + out
-        return x + self.mlp(self.mlp_ln(x)), extras
+        x = x + self.cross_attn.cross_forward(self.cross_attn_ln(x), parts, layer)
+        return x + self.mlp(self.mlp_ln(x))
 
 
 class AudioEncoder(nn.Module):
@@ -349,11 +337,9 @@ class TextDecoder(nn.Module):
         cross: CrossKV,
         cache: SelfAttentionCache | None,
         last_only: bool = False,
-        return_cross_qk: bool = False,
         logits_at: Tensor | None = None,
-    ) -> tuple[Tensor, list[Tensor] | None]:
-        """tokens (B, T) continue the cached sequence; returns logits (B, T', V) and, when asked,
-        each layer's cross-attention scores (B, H, T, S). The cache grows by T.
+    ) -> Tensor:
+        """tokens (B, T) continue the cached sequence; returns logits (B, T', V). The cache grows by T.
 
         Logits are projected at every new position (T' = T), at the last only (``last_only``),
         or at the positions ``logits_at`` (indices into the T new ones): the projection onto the
@@ -363,24 +349,20 @@ class TextDecoder(nn.Module):
 
         ``cache=None`` runs a whole sequence from position 0 with nothing stored: the path for
         teacher-forced training, where in-place cache writes would break autograd."""
-        x, qks = self.hidden(tokens, cross, cache, return_cross_qk)
-        return self.logits_of(x, last_only, logits_at), qks
+        return self.logits_of(self.hidden(tokens, cross, cache), last_only, logits_at)
 
-    def hidden(self, tokens: Tensor, cross: CrossKV, cache: SelfAttentionCache | None,
-               return_cross_qk: bool = False) -> tuple[Tensor, list[Tensor] | None]:
+    def hidden(self, tokens: Tensor, cross: CrossKV, cache: SelfAttentionCache | None) -> Tensor:
         """The residual stream after the last block (B, T, D), before the final layer norm: what
         the output projection reads, and what Medusa heads read too.
 
         With a ``batcher`` (a server's sessions sharing this model), a cached pass from one of its
         jobs waits for the passes of the other jobs and runs in one forward with them."""
         call = DecoderCall(tokens, cross, cache)
-        if self.batcher is not None and cache is not None and not return_cross_qk and self.batcher.joined():
-            return self.batcher.submit(call), None
-        xs, qks = self.hidden_many([call], return_cross_qk)
-        return xs[0], None if qks is None else qks[0]
+        if self.batcher is not None and cache is not None and self.batcher.joined():
+            return self.batcher.submit(call)
+        return self.hidden_many([call])[0]
 
-    def hidden_many(self, calls: Sequence[DecoderCall],
-                    return_cross_qk: bool = False) -> tuple[list[Tensor], list[list[Tensor]] | None]:
+    def hidden_many(self, calls: Sequence[DecoderCall]) -> list[Tensor]:
         """``hidden`` of several callers' passes in one forward: their rows are packed into one
         matrix for every linear layer (the weights are read once for all), and only attention
         runs per caller, over its own cache and audio. Each caller gets what a pass of its own
@@ -391,23 +373,15 @@ class TextDecoder(nn.Module):
         for c in calls:
             offset = c.cache.length if c.cache is not None else 0
             x = self.token_embedding(c.tokens) + self.positional_embedding[offset : offset + c.tokens.shape[1]]
-            parts.append(PassPart.after(x, c.cross, c.cache, return_qk=return_cross_qk))
+            parts.append(PassPart.after(x, c.cross, c.cache))
             xs.append(x.reshape(parts[-1].rows, -1))
         x = p_cat(xs)
-        qks: list[list[Tensor]] | None = [[] for _ in calls] if return_cross_qk else None
         for i, block in enumerate(self.blocks):
-            x, extras = block.decoder_forward(x, parts, i)
-            for j, (p, extra) in enumerate(zip(parts, extras, strict=True)):
-                if qks is not None:
-                    assert extra is not None
-                    qks[j].append(extra)
-                elif extra is not None:
-                    assert p.cache is not None
-                    p.cache.record_queries(i, extra, p.offset)
+            x = block.decoder_forward(x, parts, i)
         for p in parts:
             if p.cache is not None:
                 p.cache.length = p.offset + p.length
-        return [y.view(p.batch, p.length, -1) for p, y in zip(parts, p_split(x, parts), strict=True)], qks
+        return [y.view(p.batch, p.length, -1) for p, y in zip(parts, p_split(x, parts), strict=True)]
 
     def logits_of(self, x: Tensor, last_only: bool = False, logits_at: Tensor | None = None) -> Tensor:
         """Logits of the residual stream ``x`` (B, T, D): at every position, the last, or ``logits_at``."""

@@ -38,7 +38,12 @@ from stenoflow.decoding.reference import TokenKinds
 from stenoflow.decoding.repetition import text_loop
 from stenoflow.decoding.speculative import DraftModel, DraftWindow
 from stenoflow.decoding.task import DecodingTask, Prefilled
-from stenoflow.decoding.timing import FRAMES_PER_SECOND, attended_positions, timings_from_attention
+from stenoflow.decoding.timing import (
+    FRAMES_PER_SECOND,
+    attended_positions,
+    forced_attention,
+    timings_from_attention,
+)
 from stenoflow.model.kv_cache import CrossKV
 from stenoflow.streaming.events import TimedWord
 from stenoflow.tokenizer import TIME_PRECISION
@@ -301,13 +306,8 @@ class LiveRound:
         not kept): (len(tokens) + 1, heads, positions)."""
         model = self.model
         tok = model.tokenizer.with_options(self.options.language if model.is_multilingual else None, "transcribe")
-        sot = [*tok.sot_sequence, tok.no_timestamps]
-        seq = torch.tensor([[*sot, *tokens]])
-        cache = model.whisper.new_cache(1, seq.shape[1], model.alignment_heads)
-        model.whisper.decoder(seq, cross, cache, last_only=True)
-        attention = cache.attention(cross, 0, len(sot) - 1)
-        assert attention is not None
-        return attention
+        return forced_attention(model.whisper, cross, [*tok.sot_sequence, tok.no_timestamps], tokens,
+                                model.alignment_heads)[0]
 
 
 def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, unit: int) -> int:

@@ -95,7 +95,7 @@ def example_loss(model: Model, hush: torch.Tensor, ex: Example, gain: float, noi
     features = model.whisper.encoder(mel[None])
     seq = [*ex.initial, *ex.target, model.tokenizer.eot]
     cross = model.whisper.decoder.cross_kv(features)
-    logits, _ = model.whisper.decoder(torch.tensor([seq[:-1]]), cross, None)
+    logits = model.whisper.decoder(torch.tensor([seq[:-1]]), cross, None)
     first = len(ex.initial)
     targets = torch.tensor(seq[first:])
     weights = torch.ones(len(targets))

@@ -62,7 +62,7 @@ def state_example(model: Model, audio: np.ndarray, prompt: str, timestamps: bool
     result = task.run(cross)
     initial = task.initial_tokens(model.tokenizer.with_options("en", "transcribe"))
     seq = torch.tensor([*initial, *result.tokens, model.tokenizer.eot])
-    hidden, _ = model.whisper.decoder.hidden(seq[None, :-1], cross, None)
+    hidden = model.whisper.decoder.hidden(seq[None, :-1], cross, None)
     k = cross.k[-1][0].half().clone() if keep_cross else None
     v = cross.v[-1][0].half().clone() if keep_cross else None
     return StateExample(seq, len(initial), hidden[0].half().clone(), k, v)
