@@ -11,7 +11,7 @@ When every running job is waiting for a pass, the last to ask runs all of them i
 
 No job waits for one that is not running: a job that finishes, or one still encoding, ends or
 joins the round, so a pass waits at most for the other jobs' work up to their next pass. Passes
-other than cached decoding steps (alignment scores, training) run at once, in the caller's turn.
+without a decoder cache (training) run at once, in the caller's turn.
 """
 
 from __future__ import annotations
