@@ -88,15 +88,15 @@ class Int8Linear(nn.Module):
         return self.q.float() * self.scale[:, None]
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.takes_rows(x):
+            return self.of_rows(QuantizedRows.of(x))
         shape = x.shape
         rows = x.numel() // shape[-1]
         flat = x.reshape(rows, shape[-1]).float()
-        if not self.int8_dot:
-            y = self._forward_7bit(flat, rows)
-        elif rows <= FEW_ROWS:
+        if self.int8_dot:  # a few rows
             y = torch.ops.quantized.linear_dynamic(flat, self._packed, False)
         else:
-            return self.of_rows(QuantizedRows.of(x))
+            y = self._forward_7bit(flat, rows)
         return y.reshape(*shape[:-1], self.out_features)
 
     def takes_rows(self, x: Tensor) -> bool:
