@@ -11,7 +11,7 @@ from stenoflow.api import Model
 from stenoflow.bench.latency import encoder_gflops_per_audio_s
 from stenoflow.bench.normalize import normalize_text
 from stenoflow.decoding.options import DecodingOptions
-from stenoflow.model.silence import ROWS_STEP, SilenceCache, computed_rows
+from stenoflow.model.silence import EXACT_AFTER, SilenceCache
 from stenoflow.model.whisper import EncodedTail
 
 SR = 16000
@@ -52,7 +52,7 @@ def test_one_pass_over_silence_serves_every_window_with_that_floor(tiny: Model, 
     assert abs(float(b[0, :, -1].max()) - floor) < 1e-3
     out_a, out_b = cache.encode(a, 3 * SR), cache.encode(b, 3 * SR)
     assert cache.passes == 1
-    rows = computed_rows(3 * SR)
+    rows = 3 * SR // 320 + EXACT_AFTER
     silence = cache.tail(a).out
     assert torch.equal(out_a[:, rows:], silence[:, rows:]) and torch.equal(out_b[:, rows:], silence[:, rows:])
     assert not torch.equal(out_a[:, :rows], out_b[:, :rows])  # the speech is each window's own
@@ -120,12 +120,3 @@ def test_a_pass_over_some_rows_costs_their_share_of_the_full_pass(tiny: Model) -
     assert dims.encoder_flops(3000, 1500) == full == dims.encoder_flops(3000, None)
     assert 0.15 * full < dims.encoder_flops(3000, 300) < 0.25 * full  # a fifth of the rows
     assert dims.encoder_flops(1000) < dims.encoder_flops(3000, 500) < full  # they attend to all 1500
-
-
-def test_computed_rows_cover_the_speech_and_its_margin_in_a_few_lengths() -> None:
-    """The rows computed in full hold the speech and the margin after it, and take one of a few
-    lengths (one per second of speech), so the matrix kernels see few shapes."""
-    lengths = {computed_rows(n) for n in range(0, 12 * SR, 160)}
-    assert all(r % ROWS_STEP == 0 for r in lengths) and len(lengths) <= 13
-    for n in (1, SR, int(4.37 * SR), 10 * SR):
-        assert n / 320 + 25 <= computed_rows(n) < n / 320 + 25 + ROWS_STEP

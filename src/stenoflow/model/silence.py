@@ -30,11 +30,6 @@ from stenoflow.model.whisper import AudioEncoder, EncodedTail
 
 MEL_FRAMES_PER_POSITION = 2  # the encoder's second convolution halves the mel frames
 EXACT_AFTER = 25  # positions (20 ms each) after the speech computed in full: where speech and silence meet
-# Positions computed in full are rounded up to a multiple of this (1 s). Every new number of rows
-# is a new shape for the CPU's matrix kernels, which keep state per shape: with the speech's own
-# length, a stream's resident memory grew by about a gigabyte over ten minutes; with a dozen
-# lengths it stays flat.
-ROWS_STEP = 50
 FLOOR_STEP = 0.05  # log-mel units (a quarter of a bel): silences this close share a pass
 BUDGET_BYTES = 256 << 20  # most memory the kept passes may take ...
 MIN_KEPT = 4  # ... unless fewer than this many fit (a large model's pass: 250 MB and more)
@@ -58,7 +53,7 @@ class SilenceCache:
         first ``samples`` audio samples are speech and the rest silence; ``spent`` collects the
         FLOPs of each pass run (the pass over silence, when none is kept for this window)."""
         positions = (mel.shape[-1] + 1) // MEL_FRAMES_PER_POSITION
-        rows = computed_rows(samples)
+        rows = math.ceil(samples / (HOP_LENGTH * MEL_FRAMES_PER_POSITION)) + EXACT_AFTER
         if rows >= positions:
             return self.encoder(mel, spent=spent)
         return self.encoder(mel, rows, self.tail(mel, spent), spent=spent)
@@ -85,10 +80,3 @@ class SilenceCache:
             while len(self._tails) > self.min_kept and sum(t.nbytes for t in self._tails.values()) > self.budget:
                 self._tails.popitem(last=False)
         return tail
-
-
-def computed_rows(samples: int) -> int:
-    """The positions a window whose first ``samples`` audio samples are speech computes in full:
-    the speech's and ``EXACT_AFTER`` more, rounded up to a multiple of ``ROWS_STEP``."""
-    rows = math.ceil(samples / (HOP_LENGTH * MEL_FRAMES_PER_POSITION)) + EXACT_AFTER
-    return ROWS_STEP * math.ceil(rows / ROWS_STEP)
