@@ -32,6 +32,9 @@ class DecodingOptions:
     # End a row as soon as its text ends in a repetition loop (see decoding.repetition.LoopRule);
     # off by default: offline transcription catches loops by compression ratio and retries.
     stop_loops: bool = False
+    # With stop_loops: text tokens at the start of the text (a draft whose repeats were said) in
+    # which no loop is judged; a loop must end after them.
+    loops_from: int = 0
     # Beam pruning: the previous streaming round's hypothesis for this buffer; decoding keeps
     # one row while it follows its word tokens (punctuation, timestamps, specials are ignored).
     reference: tuple[int, ...] | None = None

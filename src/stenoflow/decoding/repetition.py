@@ -78,16 +78,17 @@ class LoopRule:
 class StopLoops:
     """Logit filter: a row whose sampled text (timestamps left out) ends in a loop may only end."""
 
-    def __init__(self, rule: LoopRule, eot: int, sample_begin: int) -> None:
+    def __init__(self, rule: LoopRule, eot: int, sample_begin: int, text_from: int = 0) -> None:
         self.rule = rule
         self.eot = eot
         self.sample_begin = sample_begin
+        self.text_from = text_from  # a loop must end after this many text tokens
 
     def apply(self, logits: Tensor, tokens: Tensor) -> None:
         rows = tokens[:, self.sample_begin :].tolist()
         for i, row in enumerate(rows):
             text = [t for t in row if t < self.eot]
-            if len(text) >= 2 and self.rule.loop_unit(text) is not None:
+            if len(text) >= max(2, self.text_from + 1) and self.rule.loop_unit(text) is not None:
                 self._only_end(logits[i])
 
     def apply_positions(self, logits: Tensor, tokens: Tensor, start: int) -> None:
@@ -98,7 +99,7 @@ class StopLoops:
         for j, length in enumerate(prefix_lengths(logits, start)):
             n = counts[length - self.sample_begin - 1] if length > self.sample_begin else 0
             if n != checked:
-                checked, looped = n, n >= 2 and self.rule.loop_unit(text, n) is not None
+                checked, looped = n, n >= max(2, self.text_from + 1) and self.rule.loop_unit(text, n) is not None
             if looped:
                 self._only_end(logits[j])
 

@@ -149,7 +149,7 @@ class DecodingTask:
             filters.append(ApplyTimestampRules(tok.eot, tok.no_timestamps, tok.timestamp_begin,
                                                rules_begin, max_initial, last))
         if o.stop_loops:
-            filters.append(StopLoops(LoopRule(), tok.eot, sample_begin))  # it may leave only end-of-text
+            filters.append(StopLoops(LoopRule(), tok.eot, sample_begin, o.loops_from))  # it may leave only end-of-text
         if o.min_tokens:
             filters.append(NoEndBefore(tok.eot, sample_begin + o.min_tokens))
         return filters

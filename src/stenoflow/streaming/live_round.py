@@ -125,6 +125,7 @@ class Heard:
     stats: Mapping[str, float] = field(default_factory=dict)
     offset: float = 0.0  # absolute start of the audio the round heard
     tokens: tuple[int, ...] = ()  # what it decoded: text and timestamp tokens (loops cut)
+    said_repeats: bool = False  # the text ends at copies of a phrase each said over audio of its own
 
     def draft(self, start: float, timestamp_begin: int, until: float) -> tuple[tuple[int, ...], int]:
         """This round's tokens from its first word at or after absolute time ``start``, as the
@@ -200,12 +201,26 @@ class LiveRound:
         cross = encoded.prefilled.inference.cross
         result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
                                                                draft=encoded.draft or self.heads)
+        passes = result.stats.get("forward_passes", 0.0)
         t1 = time.perf_counter()
         heard = self._heard(result, inp, cross, encoded.final)
-        t2 = time.perf_counter()
-        stats = {**encoded.stats, "decoder_ms": 1000 * (t1 - t0), "alignment_ms": 1000 * (t2 - t1),
+        decoder_s, alignment_s = t1 - t0, time.perf_counter() - t1
+        if heard.said_repeats and self.continues(encoded):
+            # The loop rule ended the text at repeats that were said: the round goes on past them,
+            # its text so far the draft, with loops judged only after it.
+            t0 = time.perf_counter()
+            text = sum(t < self.model.tokenizer.eot for t in result.tokens)
+            options = replace(self._decoding(inp, tuple(result.tokens)), min_tokens=min_tokens, loops_from=text)
+            encoded.prefilled.inference.rollback(len(encoded.prefilled.tokens))
+            result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled)
+            passes += result.stats.get("forward_passes", 0.0)
+            t1 = time.perf_counter()
+            heard = self._heard(result, inp, cross, encoded.final)
+            decoder_s, alignment_s = decoder_s + t1 - t0, alignment_s + time.perf_counter() - t1
+            log.debug("round decoded on past repeats that were said: %r", "".join(w.word.word for w in heard.words))
+        stats = {**encoded.stats, "decoder_ms": 1000 * decoder_s, "alignment_ms": 1000 * alignment_s,
                  "encoder_mel_frames": float(encoded.encoder_frames), "audio_s": inp.duration,
-                 "forward_passes": result.stats.get("forward_passes", 0.0),
+                 "forward_passes": passes,
                  "beam_size": float(self.options.beam_size),
                  "beam_width_avg": result.stats.get("beam_width_avg", 1.0),
                  "reduced_beam_share": result.stats.get("reduced_beam_share", 0.0),
@@ -276,12 +291,22 @@ class LiveRound:
                                              inp.offset + min(w.end, inp.duration), p),
                                    tuple(tokens[first:index]), inp.offset + at, (rows[first], rows[index - 1] + 1),
                                    inp.offset + spoken if spoken < at else None))
-        if loop is not None:
-            k = heard_copies(words, tokens, rows.index(loop[0]), loop[1])
+        said_last = False  # the text ends at repeats that were said (the loop rule may have ended it)
+        while loop is not None:
+            k, said = counted_copies(words, tokens, rows.index(loop[0]), loop[1])
+            if said:
+                # Every copy lies over audio of its own ("words words words words"): they were said.
+                # The text after them is heard too; where the loop rule ended the text at them, the
+                # round is decoded on past them (see ``decode``).
+                said_last = k == len(words)
+                later = text_loop(tokens[sum(len(w.tokens) for w in words[:k]):], eot) if k < len(words) else None
+                loop = None if later is None else (rows[rows.index(words[k].span[0]) + later[0]], later[1])
+                continue
             log.debug("round output loops from %r: kept %r", "".join(w.word.word for w in words[k:]),
                       "".join(w.word.word for w in words[:k]))
             seq = seq[: words[k].span[0]] if k < len(words) else seq
             words = words[:k]
+            break
         # Like a loop, words that were not heard end what the round heard, unless no later round
         # hears this audio again.
         found = None if final else unheard_run(words, lambda at: at < end - o.margin_s)
@@ -291,8 +316,9 @@ class LiveRound:
                       "".join(w.word.word for w in words[run:]))
             seq = seq[: words[run].span[0]]
             words = words[:run]
-        ended = result.ended and loop is None and run is None
-        return Heard(tuple(words), end, ended, False, offset=inp.offset, tokens=tuple(seq))
+        ended = result.ended and loop is None and run is None and not said_last
+        return Heard(tuple(words), end, ended, False, offset=inp.offset, tokens=tuple(seq),
+                     said_repeats=said_last and run is None)
 
     def _spoken_at(self, tokens: Sequence[int], positions: Sequence[int]) -> int:
         """The latest position a word's spoken tokens attend to most (a word of punctuation
@@ -321,21 +347,29 @@ def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, 
     at all was not heard, however long the copy: "2, 0, 9" said once was written three times,
     the second copy's "2" over the end of the "9" said, its ", 0, 9" at one instant. The copy
     before the loop always is kept."""
+    return counted_copies(words, tokens, start, unit)[0]
+
+
+def counted_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int,
+                   unit: int) -> tuple[int, bool]:
+    """:func:`heard_copies`, and whether every copy was said: each lies over audio of its own,
+    and the text after them (if any) is no further copy. Such a run is speech ("words words
+    words words. Um, and that should be all."), not a loop, however many copies it holds."""
     ranges = list(accumulate((len(w.tokens) for w in words), initial=0))
     # A loop's copies may start mid-word (". Enter" for "Enter. Enter."): counted from the next
     # word start instead, they are the same copies; text no word start divides is cut as it lies.
     aligned = next((r for r in ranges if r >= start), None) if ranges[-1] == len(tokens) else None
     if aligned is None or aligned >= start + unit:
-        return next((i for i, r in enumerate(ranges) if r > start), len(ranges)) - 1
+        return next((i for i, r in enumerate(ranges) if r > start), len(ranges)) - 1, False
     start = aligned
     k = ranges.index(start)
     while start + unit in ranges and tokens[start : start + unit] == tokens[start - unit : start]:
         last = ranges.index(start + unit) - 1
         copy = words[k : last + 1]
         if copy[-1].word.end - copy[0].word.start < MIN_COPY_S or any(w.word.end <= w.word.start for w in copy):
-            break
+            return k, False
         k, start = last + 1, start + unit
-    return k
+    return k, tokens[start : start + unit] != tokens[start - unit : start]
 
 
 def unheard_run(words: Sequence[HeardWord], unheard: Callable[[float], bool]) -> tuple[int, int] | None:
