@@ -751,7 +751,8 @@ def round_records(update: StreamUpdate, emitted_at: float) -> list[dict[str, obj
     """The ``--log-rounds`` lines of one update: each round's figures (NaN as null; ``committed``
     counts the words it committed), when the update reported them, and on its last round (or a
     line of its own, if the update committed words without one) the committed words as ``text``
-    and the unconfirmed ``tail`` left after them."""
+    and the unconfirmed ``tail`` left after them; before them, a line for each run of words the
+    rounds set aside, with the rule that did (``dropped``)."""
     records: list[dict[str, object]] = [
         {"emitted_at": round(emitted_at, 3), **{k: None if math.isnan(v) else v for k, v in r.items()}}
         for r in update.rounds]
@@ -760,7 +761,10 @@ def round_records(update: StreamUpdate, emitted_at: float) -> list[dict[str, obj
     if records:
         records[-1]["text"] = "".join(w.word for w in update.committed)
         records[-1]["tail"] = "".join(w.word for w in update.tail)
-    return records
+    drops: list[dict[str, object]] = [{"emitted_at": round(emitted_at, 3), "dropped": d.rule, "words": d.text,
+                                       "start": round(d.start, 3), "end": round(d.end, 3), "final": d.final}
+                                      for d in update.dropped]
+    return drops + records
 
 
 def _or_off(parse: Callable[[str], float], what: str) -> Callable[[str], float | str]:

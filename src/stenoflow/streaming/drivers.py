@@ -29,7 +29,7 @@ from typing import Protocol, TextIO, TypeVar
 import numpy as np
 
 from stenoflow.audio.io import validate_samples
-from stenoflow.streaming.events import StreamingSession, StreamUpdate
+from stenoflow.streaming.events import Dropped, StreamingSession, StreamUpdate
 
 SAMPLE_RATE = 16000
 MODES = ("realtime", "unaware", "offline")
@@ -56,6 +56,7 @@ class StreamRun:
     mode: str
     words: list[EmittedWord] = field(default_factory=list)
     rounds: list[dict[str, float]] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)  # words set aside, with their rules
     audio_s: float = 0.0
     compute_s: float = 0.0  # time spent inside push() and finish()
     wall_time: float = 0.0  # real time the whole run took
@@ -178,6 +179,7 @@ class _Recorder:
         emitted_at = self.clock.now()
         self.run.words.extend(EmittedWord(w.word, w.start, w.end, emitted_at) for w in update.committed)
         self.run.rounds.extend(dict(r) for r in update.rounds)
+        self.run.dropped.extend(update.dropped)
         if self.on_update is not None:
             self.on_update(update, emitted_at)
 

@@ -52,7 +52,7 @@ from stenoflow.memory import HeapTrimmer
 from stenoflow.streaming.agreement import said_alignment, spoken_keys, word_key
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
-from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
+from stenoflow.streaming.events import SENTENCE_END, Dropped, StreamUpdate, TimedWord
 from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.live_round import (
     Encoded,
@@ -63,6 +63,7 @@ from stenoflow.streaming.live_round import (
     unheard_run,
 )
 from stenoflow.streaming.prompt import fitting_count
+from stenoflow.streaming.rules import dropped
 from stenoflow.streaming.speech import SpeechTrack
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ class LiveSession:
         self.rounds_run = 0
         self._heard_end = 0.0  # absolute end of the audio the rounds so far took
         self._heap = HeapTrimmer()  # rounds of ever-changing shapes leave freed heap behind
+        self._drops: list[Dropped] = []  # words set aside since the last update (word accounting)
 
     # --- the StreamingSession protocol -------------------------------------------------------
     def push(self, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> StreamUpdate:
@@ -158,7 +160,7 @@ class LiveSession:
         if not self.intake.due(self.options.step, self.options.min_round_audio_s):
             return StreamUpdate(tail=self.tail)
         committed, stats = self._round()
-        return StreamUpdate(tuple(committed), self.tail, (stats,))
+        return StreamUpdate(tuple(committed), self.tail, (stats,), self._taken_drops())
 
     def finish(self) -> StreamUpdate:
         """Hear the audio no round has heard yet, then decode what is not final once more,
@@ -184,11 +186,20 @@ class LiveSession:
                 break
         if self.pipeline is not None:
             self.pipeline.close()
-        return StreamUpdate(tuple(committed), (), tuple(rounds))
+        return StreamUpdate(tuple(committed), (), tuple(rounds), self._taken_drops())
 
     @property
     def committed_text(self) -> str:
         return "".join(self._text)
+
+    def _drop(self, rule: str, words: Sequence[HeardWord], final: bool = False) -> None:
+        """Account for ``words`` set aside by ``rule`` (see :mod:`.rules`)."""
+        if words:
+            self._drops.append(dropped(rule, [w.word for w in words], final))
+
+    def _taken_drops(self) -> tuple[Dropped, ...]:
+        drops, self._drops = tuple(self._drops), []
+        return drops
 
     @property
     def tail(self) -> tuple[TimedWord, ...]:
@@ -240,6 +251,7 @@ class LiveSession:
         if ahead is not None and self.pipeline is not None:
             heard, self._ahead = self.pipeline.run(lambda: self.round.decode(encoded, draft, hold, new_s=new_s),
                                                    lambda: self.round.encode(ahead))
+            heard = self._heard(heard)
         else:
             heard = self._decode(encoded, draft, hold, new_s=new_s)
             self._ahead = self._encode(ahead) if ahead is not None else None
@@ -256,6 +268,7 @@ class LiveSession:
         if void:
             log.debug("round %s in place of %r: void", "wrote committed words again" if copied else "heard nothing",
                       "".join(w.word.word for w in self._tail))
+            self._drop("void-round", heard.words)
             committed = forced
         else:
             self._previous = whole
@@ -340,8 +353,13 @@ class LiveSession:
         n = spoken_length(words, self.speech.seconds, end)
         if n < len(words):
             log.debug("dropped %r: no speech near them", "".join(w.word.word for w in words[n:]))
+            self._drop("unspoken", words[n:], final)
         if final:
-            return without_silent_copies(without_silent_runs(words[:n], self.speech.seconds), self.speech.seconds)
+            kept = without_silent_runs(words[:n], self.speech.seconds)
+            self._drop("silent-run", [w for w in words[:n] if w not in kept], final)
+            said = without_silent_copies(kept, self.speech.seconds)
+            self._drop("silent-copy", [w for w in kept if w not in said], final)
+            return said
         for held, why in ((stretched_at, "is laid over more speech than a word holds"),
                           (silent_copy_at, "repeats the word before it over silence")):
             if (k := held(words[:n], self.speech.seconds)) < n:
@@ -361,6 +379,7 @@ class LiveSession:
                 break
             log.debug("dropped %r: an echo of the committed words over silence",
                       "".join(w.word.word for w in fresh[:k]))
+            self._drop("echo", fresh[:k])
             fresh = fresh[k:]
         return fresh
 
@@ -497,8 +516,10 @@ class LiveSession:
         k = next((i for i, w in enumerate(words) if mostly_after(w, through)), len(words))
         if k:
             log.debug("dropped %r: heard as part of the last committed word", "".join(w.word.word for w in words[:k]))
-        words = drop_clipped_repeat(words[k:], self._committed[-2:], sound=self.buffer.sound_after_pause)
-        return replace(heard, words=tuple(words))
+            self._drop("last-word-again", words[:k], pad)
+        kept = drop_clipped_repeat(words[k:], self._committed[-2:], sound=self.buffer.sound_after_pause)
+        self._drop("clipped-repeat", words[k : len(words) - len(kept)], pad)
+        return replace(heard, words=tuple(kept))
 
     def _speech_after_committed(self) -> float:
         """Seconds of speech in the stretches of it that start after the last committed word."""
@@ -536,6 +557,9 @@ class LiveSession:
                                 self._speech_runs(), self.buffer.sound_after_pause)
         elif self._tail:
             words = self._tail
+        chosen = {id(w) for w in words}
+        self._drop("final-choice", [w for w in (*self._tail, *([] if heard is None else heard.words))
+                                    if id(w) not in chosen and w.word.end > self._committed_end], True)
         # What the last round left unconfirmed may echo what it committed ("Enter. Enter.").
         committed = forced + self._record(self._unechoed(list(words), end))
         self._tail, self._tail_alone = [], False
@@ -553,8 +577,13 @@ class LiveSession:
     def _decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0, min_tokens: int = 0,
                 new_s: float | None = None) -> Heard:
         if self.pipeline is None:
-            return self.round.decode(encoded, draft, hold, min_tokens, new_s)
-        return self.pipeline.decode(lambda: self.round.decode(encoded, draft, hold, min_tokens, new_s))
+            return self._heard(self.round.decode(encoded, draft, hold, min_tokens, new_s))
+        return self._heard(self.pipeline.decode(lambda: self.round.decode(encoded, draft, hold, min_tokens, new_s)))
+
+    def _heard(self, heard: Heard) -> Heard:
+        """``heard``, its set-aside words accounted for."""
+        self._drops += heard.dropped
+        return heard
 
     # --- the buffer ------------------------------------------------------------------------------
     def _cut(self) -> None:

@@ -45,7 +45,8 @@ from stenoflow.decoding.timing import (
     timings_from_attention,
 )
 from stenoflow.model.kv_cache import CrossKV
-from stenoflow.streaming.events import TimedWord
+from stenoflow.streaming.events import Dropped, TimedWord
+from stenoflow.streaming.rules import dropped
 from stenoflow.tokenizer import TIME_PRECISION
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ class Heard:
     offset: float = 0.0  # absolute start of the audio the round heard
     tokens: tuple[int, ...] = ()  # what it decoded: text and timestamp tokens (loops cut)
     said_repeats: bool = False  # the text ends at copies of a phrase each said over audio of its own
+    dropped: tuple[Dropped, ...] = ()  # words it wrote and set aside (see stenoflow.streaming.rules)
 
     def draft(self, start: float, timestamp_begin: int, until: float) -> tuple[tuple[int, ...], int]:
         """This round's tokens from its first word at or after absolute time ``start``, as the
@@ -292,6 +294,7 @@ class LiveRound:
                                    tuple(tokens[first:index]), inp.offset + at, (rows[first], rows[index - 1] + 1),
                                    inp.offset + spoken if spoken < at else None))
         said_last = False  # the text ends at repeats that were said (the loop rule may have ended it)
+        drops: list[Dropped] = []
         while loop is not None:
             k, said = counted_copies(words, tokens, rows.index(loop[0]), loop[1])
             if said:
@@ -304,6 +307,8 @@ class LiveRound:
                 continue
             log.debug("round output loops from %r: kept %r", "".join(w.word.word for w in words[k:]),
                       "".join(w.word.word for w in words[:k]))
+            if k < len(words):
+                drops.append(dropped("loop", [w.word for w in words[k:]], final))
             seq = seq[: words[k].span[0]] if k < len(words) else seq
             words = words[:k]
             break
@@ -314,11 +319,12 @@ class LiveRound:
         if run is not None:
             log.debug("round output has %r at one instant: kept the words before it",
                       "".join(w.word.word for w in words[run:]))
+            drops.append(dropped("instant-run", [w.word for w in words[run:]], final))
             seq = seq[: words[run].span[0]]
             words = words[:run]
         ended = result.ended and loop is None and run is None and not said_last
         return Heard(tuple(words), end, ended, False, offset=inp.offset, tokens=tuple(seq),
-                     said_repeats=said_last and run is None)
+                     said_repeats=said_last and run is None, dropped=tuple(drops))
 
     def _spoken_at(self, tokens: Sequence[int], positions: Sequence[int]) -> int:
         """The latest position a word's spoken tokens attend to most (a word of punctuation
