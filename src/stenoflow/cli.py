@@ -379,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--sparse-minutes", type=float, default=1.5, help="length of each sparse stream")
     bs.add_argument("--no-recorded", action="store_true",
                     help="leave out the stream of recorded human speech (LibriVox, jfk, card names, a command)")
+    bs.add_argument("--real", action="store_true",
+                    help="add the real-speech development set (recordings from package registries, "
+                         "scripts/build_real_speech.py)")
     bs.add_argument("--drift-minutes", type=float, default=20.0,
                     help="one long stream through the default configuration (0: none)")
     bs.add_argument("--noise-db", type=float, default=None,
@@ -566,7 +569,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             peers=not args.no_peers, streams=1 if quick else args.streams, minutes=1.0 if quick else args.minutes,
             varied=1 if quick else args.varied, varied_minutes=1.0 if quick else args.varied_minutes,
             sparse=0 if quick else args.sparse, sparse_minutes=args.sparse_minutes,
-            recorded=not args.no_recorded, drift_minutes=0.0 if quick else args.drift_minutes, chunk_s=args.chunk, threads=args.threads,
+            recorded=not args.no_recorded, real=args.real, drift_minutes=0.0 if quick else args.drift_minutes,
+            chunk_s=args.chunk, threads=args.threads,
             gold_model=args.gold_model, configs=tuple(_list(args.configs)), noise_db=args.noise_db,
             lines=bench_lines(args.line, _list(args.models)))
         sys.stdout.write(run_stream_bench(sopts, args.out) + "\n")

@@ -30,6 +30,7 @@ from stenoflow.bench.latency import (
     timed_latencies,
     word_latencies,
 )
+from stenoflow.bench.lost import LostPhrase, blame, lost_phrases
 from stenoflow.bench.machine import machine_record, resident_mb
 from stenoflow.bench.metrics import wer
 from stenoflow.bench.recorded import recorded_available, recorded_stream
@@ -75,6 +76,7 @@ class StreamBenchOptions:
     sparse: int = 0  # ... and sparse ones: the same kind of items, 4 to 12 s apart
     sparse_minutes: float = 1.5
     recorded: bool = True  # ... and the stream of recorded human speech (when setup.sh unpacked it)
+    real: bool = False  # ... and the real-speech development set (scripts/build_real_speech.py)
     # room noise at this level (dBFS RMS) over every stream, pauses and all (None: as recorded):
     # where Whisper writes words that nobody said ("you.", the last sentence again)
     noise_db: float | None = None
@@ -186,7 +188,8 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
     models = ModelCache()
     configs = select([*default_configs(options, models), *extra_configs], options.configs)
     clips = [*streams(options.streams, options.minutes), *varied_streams(options.varied, options.varied_minutes),
-             *sparse_streams(options.sparse, options.sparse_minutes), *recorded_streams(options.recorded)]
+             *sparse_streams(options.sparse, options.sparse_minutes), *recorded_streams(options.recorded),
+             *real_streams(options.real)]
     audios = {c.name: c.load_audio() for c in clips}
     gold = {c.name: gold_words(c, models.get(options.gold_model), audios[c.name]) for c in clips}
     if options.noise_db is not None:  # gold times come from the clean audio
@@ -194,6 +197,7 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
     rows = []
+    done: dict[str, list[tuple[Clip, StreamRun]]] = {}
     for config in configs:
         runs = []
         for clip in clips:
@@ -202,6 +206,9 @@ def run_stream_bench(options: StreamBenchOptions, out_dir: Path,
             write_word_log(run.words, out_dir / "logs" / f"{_file_name(config.name)}-{clip.name}.jsonl")
             runs.append((clip, run))
         row = summarize(config, runs, gold)
+        if config.mode != "offline":
+            add_lost_phrases(row, runs, reference_runs(config, done))
+        done[config.name] = runs
         log.info("%s: WER %.2f%%, latency mean %.2f s, RTF %.2f", config.name, 100 * row["wer"],
                  row["latency"]["mean"], row["rtf"])  # type: ignore[index]
         rows.append(row)
@@ -225,6 +232,41 @@ def with_room_noise(audio: np.ndarray, level_db: float, name: str) -> np.ndarray
     """``audio`` with room noise at ``level_db`` dBFS RMS over all of it, the same for a stream's
     name in every run."""
     return mixing.with_noise(audio, level_db, np.random.default_rng(zlib.crc32(name.encode())))
+
+
+def real_streams(wanted: bool) -> list[Clip]:
+    """The streams of the real-speech development set if wanted (built on first use)."""
+    if not wanted:
+        return []
+    from stenoflow.bench.real_speech import real_streams as build
+
+    return build()
+
+
+def reference_runs(config: BenchConfig, done: dict[str, list[tuple[Clip, StreamRun]]]
+                   ) -> list[tuple[Clip, StreamRun]] | None:
+    """The offline runs of ``config``'s model that ran before it (beam 5 first), if any."""
+    for name in (f"{config.model}/offline", f"{config.model}/{SAME_DECODING}"):
+        if name in done:
+            return done[name]
+    return None
+
+
+def add_lost_phrases(row: dict[str, object], runs: Sequence[tuple[Clip, StreamRun]],
+                     offline: Sequence[tuple[Clip, StreamRun]] | None) -> None:
+    """Put the stream's lost phrases against the offline runs (see :mod:`stenoflow.bench.lost`)
+    into ``row``: per clip, in all, and by the rule that lies over each."""
+    if offline is None:
+        return
+    reference = {clip.name: run for clip, run in offline}
+    lost: list[LostPhrase] = []
+    for clip_row, (clip, run) in zip(row["per_clip"], runs, strict=True):  # type: ignore[call-overload]
+        phrases = lost_phrases(reference[clip.name].words, run.words, run.dropped)
+        clip_row["lost_phrases"] = [asdict(p) for p in phrases]
+        clip_row["dropped"] = [asdict(d) for d in run.dropped]
+        lost += phrases
+    row["lost_phrases"] = len(lost)
+    row["lost_by_rule"] = blame(lost)
 
 
 def recorded_streams(wanted: bool) -> list[Clip]:
@@ -335,7 +377,7 @@ def round_means(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
 
 def format_table(rows: Sequence[dict[str, object]]) -> str:
     head = ["configuration", "WER %", "latency mean s", "median s", "p90 s", "RTF", "enc GFLOPs / audio s",
-            "rounds", "words timed", "enc ms/round", "prompt ms/round", "dec ms/round", "align ms/round",
+            "rounds", "words timed", "lost phrases", "enc ms/round", "prompt ms/round", "dec ms/round", "align ms/round",
             "other ms/round",
             "dec passes/round", "avg beam", "reduced-beam steps %", "reduced-beam rounds %"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -345,7 +387,7 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
         cells = [str(r["name"]), f"{100 * float(r['wer']):.2f}",  # type: ignore[arg-type]
                  f"{lat['mean']:.2f}", f"{lat['median']:.2f}", f"{lat['p90']:.2f}",
                  f"{float(r['rtf']):.2f}", f"{float(r['encoder_gflops_per_audio_s']):.1f}",  # type: ignore[arg-type]
-                 str(r["rounds"]), str(lat["words"])]
+                 str(r["rounds"]), str(lat["words"]), str(r.get("lost_phrases", "–"))]
         pr = r.get("per_round", {})
         assert isinstance(pr, dict)
         cells += [*(_fmt(pr.get(k), "{:.0f}") for k in STAGE_KEYS), _fmt(pr.get("other_ms"), "{:.0f}"),
@@ -381,7 +423,23 @@ def _markdown(table: str, record: dict[str, object]) -> str:
         "Latency = emitted_at - gold word end over recognised reference words; RTF = compute / audio; "
         "realtime rows use the compute-aware simulated clock.\n\n"
         f"{table}\n\n![latency vs WER](stream.png)\n"
+        f"{_lost_section(record)}"
     )
+
+
+def _lost_section(record: dict[str, object]) -> str:
+    """Every lost phrase of every configuration, with the rules over it (see bench.lost)."""
+    lines = []
+    for row in record["configs"]:  # type: ignore[attr-defined]
+        if not row.get("lost_phrases"):
+            continue
+        lines.append(f"\n### {row['name']}: {row['lost_phrases']} lost phrases, by rule {row['lost_by_rule']}\n")
+        for c in row["per_clip"]:
+            for p in c.get("lost_phrases", []):
+                rules = ", ".join(p["rules"]) or "no rule"
+                lines.append(f"- {c['clip']} {p['start']:.1f}-{p['end']:.1f} s: \"{p['text']}\" "
+                             f"(stream: \"{p['instead']}\"; {rules})")
+    return ("\n## Lost phrases (offline has them, the stream does not)\n" + "\n".join(lines) + "\n") if lines else ""
 
 
 def plot(rows: Sequence[dict[str, object]], path: Path) -> None:
