@@ -907,3 +907,20 @@ def test_a_round_that_writes_its_prompt_again_in_place_of_the_unconfirmed_words_
     assert not copies_prompt(copy, [], said)
     assert not copies_prompt(copy, down, said[2:])
     assert not copies_prompt([*down, *copy], down, said)
+
+
+def test_repeats_said_over_audio_of_their_own_keep_the_words_after_them() -> None:
+    """"words words words words" is a loop by the text alone; said, each copy lies over audio of
+    its own, and the phrase after them is speech too: nothing after the copies is cut."""
+    from stenoflow.streaming.live_round import counted_copies
+
+    copies = [hw(" words", 0.4 * i, 0.4 * i + 0.35, tokens=(7,)) for i in range(4)]
+    after = [hw(" and", 1.8, 2.0, tokens=(8,)), hw(" that's", 2.0, 2.3, tokens=(9,)), hw(" all.", 2.3, 2.7, tokens=(10, 13))]
+    words = [*copies, *after]
+    tokens = [t for w in words for t in w.tokens]
+    assert counted_copies(words, tokens, start=1, unit=1) == (4, True)
+    # The text ends at the copies (the loop rule ended it): said, so the round decodes on.
+    assert counted_copies(copies, [7] * 4, start=1, unit=1) == (4, True)
+    # Copies the decoder wrote at one instant were not said: cut there, with what follows.
+    lost = [copies[0], *(hw(" words", 0.4, 0.4, tokens=(7,)) for _ in range(3)), *after]
+    assert counted_copies(lost, [t for w in lost for t in w.tokens], start=1, unit=1) == (1, False)

@@ -68,7 +68,7 @@ def lost_phrases(offline: Sequence[EmittedWord], stream: Sequence[EmittedWord], 
             continue
         if i is not None:
             run.append(i)
-        if j is not None and run:
+        if j is not None:
             instead.append(j)
     close()
     return out
