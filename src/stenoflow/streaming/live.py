@@ -617,7 +617,10 @@ class LiveSession:
             # it too, and the round that hears the next words would hear them after seconds of
             # silence, where Whisper misses them, and that sound heard again alone as a word.
             since = max(self._committed_end, self.buffer.offset)
-            if self._heard_in_silence(since):
+            # ... unless it is speech said after a pause, after the committed words: no word
+            # covers it, and it stays until a round hears it ("Down." written as "Hello?" again,
+            # and held back as a copy over silence).
+            if self._heard_in_silence(since) and not self._unheard_after(since):
                 since = max(since, self._heard_end - IDLE_SILENCE_S)
             onset = self.buffer.first_sound(since, quiet_to + ONSET_LEAD_S)
             if onset is not None:
@@ -629,6 +632,12 @@ class LiveSession:
             self._in_buffer = first_kept
             self._prune()
             self._heap.maybe()
+
+    def _unheard_after(self, since: float) -> bool:
+        """Whether a stretch of speech of at least ``LONE_SPEECH_S`` starts after absolute time
+        ``since`` (past ``TIME_TOLERANCE_S``) in the audio the rounds heard."""
+        return any(a > since + TIME_TOLERANCE_S and b - a >= LONE_SPEECH_S
+                   for a, b in self.speech.runs(since, self._heard_end))
 
     def _cap(self) -> list[TimedWord]:
         """Keep the buffer within ``max_buffer_s``; words of the dropped audio that no round
