@@ -197,28 +197,17 @@ class LiveRound:
         ``DRAFT_SLACK``; None: only the buffer's length does). An encoded buffer may be decoded
         again (see ``continues``)."""
         inp = encoded.input
-        t0 = time.perf_counter()
         options = replace(self._decoding(inp, draft, hold, new_s), min_tokens=min_tokens)
-        encoded.prefilled.inference.rollback(len(encoded.prefilled.tokens))
-        cross = encoded.prefilled.inference.cross
-        result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
-                                                               draft=encoded.draft or self.heads)
+        result, heard, decoder_s, alignment_s = self._pass(encoded, options)
         passes = result.stats.get("forward_passes", 0.0)
-        t1 = time.perf_counter()
-        heard = self._heard(result, inp, cross, encoded.final)
-        decoder_s, alignment_s = t1 - t0, time.perf_counter() - t1
         if heard.said_repeats and self.continues(encoded):
             # The loop rule ended the text at repeats that were said: the round goes on past them,
             # its text so far the draft, with loops judged only after it.
-            t0 = time.perf_counter()
             text = sum(t < self.model.tokenizer.eot for t in result.tokens)
             options = replace(self._decoding(inp, tuple(result.tokens)), min_tokens=min_tokens, loops_from=text)
-            encoded.prefilled.inference.rollback(len(encoded.prefilled.tokens))
-            result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled)
+            result, heard, more_decoder_s, more_alignment_s = self._pass(encoded, options)
             passes += result.stats.get("forward_passes", 0.0)
-            t1 = time.perf_counter()
-            heard = self._heard(result, inp, cross, encoded.final)
-            decoder_s, alignment_s = decoder_s + t1 - t0, alignment_s + time.perf_counter() - t1
+            decoder_s, alignment_s = decoder_s + more_decoder_s, alignment_s + more_alignment_s
             log.debug("round decoded on past repeats that were said: %r", "".join(w.word.word for w in heard.words))
         stats = {**encoded.stats, "decoder_ms": 1000 * decoder_s, "alignment_ms": 1000 * alignment_s,
                  "encoder_mel_frames": float(encoded.encoder_frames), "audio_s": inp.duration,
@@ -231,6 +220,18 @@ class LiveRound:
                  "no_speech_prob": result.no_speech_prob, "avg_logprob": result.avg_logprob,
                  "tokens": float(len(result.tokens))}
         return replace(heard, stats=stats)
+
+    def _pass(self, encoded: Encoded, options: DecodingOptions) -> tuple[DecodingResult, Heard, float, float]:
+        """One decoding of ``encoded`` from its prefilled prompt: the result, what it heard, and
+        the seconds spent decoding and aligning."""
+        t0 = time.perf_counter()
+        encoded.prefilled.inference.rollback(len(encoded.prefilled.tokens))
+        cross = encoded.prefilled.inference.cross
+        result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
+                                                               draft=encoded.draft or self.heads)
+        t1 = time.perf_counter()
+        heard = self._heard(result, encoded.input, cross, encoded.final)
+        return result, heard, t1 - t0, time.perf_counter() - t1
 
     def continues(self, encoded: Encoded) -> bool:
         """Whether ``encoded`` may be decoded again after a decoding: one row, no draft model
@@ -302,8 +303,9 @@ class LiveRound:
                 # The text after them is heard too; where the loop rule ended the text at them, the
                 # round is decoded on past them (see ``decode``).
                 said_last = k == len(words)
-                later = text_loop(tokens[sum(len(w.tokens) for w in words[:k]):], eot) if k < len(words) else None
-                loop = None if later is None else (rows[rows.index(words[k].span[0]) + later[0]], later[1])
+                after = sum(len(w.tokens) for w in words[:k])  # text tokens up to the copies' end
+                later = text_loop(tokens[after:], eot) if k < len(words) else None
+                loop = None if later is None else (rows[after + later[0]], later[1])
                 continue
             log.debug("round output loops from %r: kept %r", "".join(w.word.word for w in words[k:]),
                       "".join(w.word.word for w in words[:k]))
