@@ -924,3 +924,25 @@ def test_repeats_said_over_audio_of_their_own_keep_the_words_after_them() -> Non
     # Copies the decoder wrote at one instant were not said: cut there, with what follows.
     lost = [copies[0], *(hw(" words", 0.4, 0.4, tokens=(7,)) for _ in range(3)), *after]
     assert counted_copies(lost, [t for w in lost for t in w.tokens], start=1, unit=1) == (1, False)
+
+
+def test_a_loop_keeps_only_copies_that_speech_starts_in() -> None:
+    """"Umbrella." said alone, heard at the end of a buffer, was written four times: DTW ended
+    the first copy early and laid the second over the word's last third, the others at an
+    instant. A looping decoder's copy is kept only where speech starts inside it."""
+    from stenoflow.streaming.live_round import counted_copies
+
+    word = (7, 13)
+    looped = [hw(" Umbrella.", 120.1, 121.58, tokens=word), hw(" Umbrella.", 121.58, 121.78, tokens=word),
+              *(hw(" Umbrella.", 121.78, 121.78, tokens=word) for _ in range(2))]
+    tokens = [t for w in looped for t in w.tokens]
+    assert counted_copies(looped, tokens, start=2, unit=2) == (2, False)  # speech not known
+    assert counted_copies(looped, tokens, start=2, unit=2, onsets=(119.8, 121.25)) == (1, False)
+    # Said again alone after a pause, a copy holds the onset of its own saying: kept.
+    again = [hw(" Again.", 0.0, 0.72, tokens=word), hw(" Again.", 1.39, 6.95, tokens=word),
+             hw(" Again.", 6.95, 7.63, tokens=word), hw(" Again.", 7.63, 7.63, tokens=word)]
+    tokens = [t for w in again for t in w.tokens]
+    assert counted_copies(again, tokens, start=2, unit=2, onsets=(0.1, 6.1, 7.2)) == (3, False)
+    # Repeats said in one breath hold no onset of their own, but every copy was said: kept.
+    copies = [hw(" words", 0.4 * i, 0.4 * i + 0.35, tokens=(7,)) for i in range(4)]
+    assert counted_copies(copies, [7] * 4, start=1, unit=1, onsets=(0.0,)) == (4, True)

@@ -211,7 +211,8 @@ class LiveSession:
         self.intake.take(self._intake_samples(), self.buffer)
         unfed = round((self.speech.fed_s - self.buffer.offset) * SAMPLE_RATE)
         self.speech.feed(self.buffer.samples[max(0, unfed) :])
-        return RoundInput(self.buffer.samples, self.buffer.offset, self._prompt(), self._dropped + self._in_buffer)
+        return RoundInput(self.buffer.samples, self.buffer.offset, self._prompt(), self._dropped + self._in_buffer,
+                          onsets=self._onsets(self.buffer.offset, self.buffer.end))
 
     def _intake_limit_s(self) -> float:
         """Most new audio one round takes: ``intake_s``, or else ``max_intake_s``."""
@@ -509,7 +510,8 @@ class LiveSession:
         if samples.size < 0.1 * SAMPLE_RATE:
             return None
         start = self.buffer.offset + first / SAMPLE_RATE
-        inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= LONE_SPEECH_S)
+        inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= LONE_SPEECH_S,
+                         onsets=self._onsets(start, end))
         heard = self._decode(self._encode(inp, pad), ())
         words = list(heard.words)
         through = self._heard_through() if through is None else through
@@ -669,6 +671,11 @@ class LiveSession:
     # --- committed words ---------------------------------------------------------------------------
     def _prompt(self) -> tuple[int, ...]:
         return prompt_tokens(self._committed[: self._in_buffer], self.options.prompt_limit)
+
+    def _onsets(self, lo: float, hi: float) -> tuple[float, ...]:
+        """Where stretches of speech start between absolute times ``lo`` and ``hi`` (one that
+        runs on from before ``lo`` left out)."""
+        return tuple(a for a, _ in self.speech.runs(lo, hi) if a > lo + 1e-6)
 
     def _speech_runs(self) -> list[tuple[float, float]]:
         """The stretches of speech in the buffer (absolute (start, end), in order)."""

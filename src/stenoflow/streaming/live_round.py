@@ -81,6 +81,8 @@ class RoundInput:
     # (trained on 30 s windows, and unsure of a few seconds of an unfamiliar voice) does not
     # silence it unless sure (``no_speech_skip``).
     speech: bool = False
+    # Where stretches of speech start in it (absolute s, the buffer's start left out); None: not known.
+    onsets: tuple[float, ...] | None = None
 
     @property
     def end(self) -> float:
@@ -297,7 +299,7 @@ class LiveRound:
         said_last = False  # the text ends at repeats that were said (the loop rule may have ended it)
         drops: list[Dropped] = []
         while loop is not None:
-            k, said = counted_copies(words, tokens, rows.index(loop[0]), loop[1])
+            k, said = counted_copies(words, tokens, rows.index(loop[0]), loop[1], inp.onsets)
             if said:
                 # Every copy lies over audio of its own ("words words words words"): they were said.
                 # The text after them is heard too; where the loop rule ended the text at them, the
@@ -358,23 +360,41 @@ def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, 
     return counted_copies(words, tokens, start, unit)[0]
 
 
-def counted_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int,
-                   unit: int) -> tuple[int, bool]:
+def counted_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, unit: int,
+                   onsets: Sequence[float] | None = None) -> tuple[int, bool]:
     """:func:`heard_copies`, and whether every copy was said: each lies over audio of its own,
     and the text after them (if any) is no further copy. Such a run is speech ("words words
-    words words. Um, and that should be all."), not a loop, however many copies it holds."""
+    words words. Um, and that should be all."), not a loop, however many copies it holds.
+
+    Where the copies were not all said, the decoder was looping, and a copy is kept only where
+    speech starts inside it (``onsets``: absolute times where stretches of speech start; None:
+    not known). DTW ends a word said alone early and lays the next copy over the rest of the
+    same saying: "Umbrella." heard at the end of a buffer was written four times, the second
+    copy over the word's last third, the others at an instant, and committed twice."""
     ranges = list(accumulate((len(w.tokens) for w in words), initial=0))
     # A loop's copies may start mid-word (". Enter" for "Enter. Enter."): counted from the next
     # word start instead, they are the same copies; text no word start divides is cut as it lies.
     aligned = next((r for r in ranges if r >= start), None) if ranges[-1] == len(tokens) else None
     if aligned is None or aligned >= start + unit:
         return next((i for i, r in enumerate(ranges) if r > start), len(ranges)) - 1, False
-    start = aligned
+    k, said = _copies(words, tokens, ranges, aligned, unit, None)
+    if said or onsets is None:
+        return k, said
+    return _copies(words, tokens, ranges, aligned, unit, onsets)
+
+
+def _copies(words: Sequence[HeardWord], tokens: Sequence[int], ranges: Sequence[int], start: int, unit: int,
+            onsets: Sequence[float] | None) -> tuple[int, bool]:
+    """How many words up to the last copy from ``tokens[start]`` on that lies over audio of its
+    own (and, given ``onsets``, has speech start inside it), and whether no copy follows."""
     k = ranges.index(start)
     while start + unit in ranges and tokens[start : start + unit] == tokens[start - unit : start]:
         last = ranges.index(start + unit) - 1
         copy = words[k : last + 1]
-        if copy[-1].word.end - copy[0].word.start < MIN_COPY_S or any(w.word.end <= w.word.start for w in copy):
+        lo, hi = copy[0].word.start, copy[-1].word.end
+        if hi - lo < MIN_COPY_S or any(w.word.end <= w.word.start for w in copy):
+            return k, False
+        if onsets is not None and not any(lo <= t < hi for t in onsets):
             return k, False
         k, start = last + 1, start + unit
     return k, tokens[start : start + unit] != tokens[start - unit : start]
