@@ -16,14 +16,14 @@ if TYPE_CHECKING:
 def tiny() -> Model:
     from stenoflow.api import load_model
 
-    return load_model("tiny.en")
+    return load_model("tiny.en", compute="float32")
 
 
 @pytest.fixture(scope="session")
 def base() -> Model:
     from stenoflow.api import load_model
 
-    return load_model("base")
+    return load_model("base", compute="float32")
 
 
 def _as_commands_load(name: str) -> Model:

@@ -965,7 +965,7 @@ def cmd_train_medusa(args: argparse.Namespace) -> int:
                                  examples_per_step=args.examples_per_step, lr=args.lr, lr_final=args.lr_final,
                                  shortlist=args.shortlist, eval_every=args.eval_every, seed=args.seed)
     data = MedusaDataOptions(train_clips=args.train_clips, heldout_clips=args.heldout_clips, seed=args.seed)
-    model = load_model(args.model, threads=args.threads)
+    model = load_model(args.model, compute="float32", threads=args.threads)  # heads train on the float model
     run_dir = args.run_dir or Path(".cache/stenoflow/medusa-runs") / args.model
     train, heldout = load_or_build_examples(model, data, run_dir / "examples.pt")
     vocab = shortlist(train, model.tokenizer, model.dims.n_vocab, options.shortlist)
