@@ -29,7 +29,7 @@ def base() -> Model:
 def _as_commands_load(name: str) -> Model:
     """``name`` in the precision a model command (``stenoflow stream``) loads on this CPU."""
     from stenoflow.api import load_model
-    from stenoflow.streaming.variants import cpu_compute
+    from stenoflow.model.compute import cpu_compute
 
     return load_model(name, compute=cpu_compute())
 

@@ -67,6 +67,8 @@ class Model:
         self.compute = compute
         self.dims = weights.dims
         self.weights_info = {"source": weights.source, "format": weights.format}
+        # The stored build this network was mapped from (stenoflow.weights.built), or None: built here.
+        self.built_from: str | None = str(weights.extra["built_cache"]) if "built_cache" in weights.extra else None
         if whisper is None:
             whisper = build_whisper(weights.dims, weights.state_dict, compute)
         self.whisper = to_device(whisper, self.device)
