@@ -315,9 +315,11 @@ class DecoderCall:
 class TextDecoder(nn.Module):
     def __init__(self, dims: ModelDims, device: Device = None) -> None:
         super().__init__()
-        table = torch.empty(dims.n_vocab, dims.n_text_state, device=device)
-        self.token_embedding = (nn.Embedding(dims.n_vocab, dims.n_text_state, _weight=table) if _is_meta(device)
-                                else nn.Embedding(dims.n_vocab, dims.n_text_state, device=device))
+        if _is_meta(device):  # given its (meta) table, the embedding initialises nothing
+            table = torch.empty(dims.n_vocab, dims.n_text_state, device=device)
+            self.token_embedding = nn.Embedding(dims.n_vocab, dims.n_text_state, _weight=table)
+        else:
+            self.token_embedding = nn.Embedding(dims.n_vocab, dims.n_text_state, device=device)
         self.positional_embedding = nn.Parameter(torch.empty(dims.n_text_ctx, dims.n_text_state, device=device))
         self.blocks = nn.ModuleList(
             ResidualAttentionBlock(dims.n_text_state, dims.n_text_head, cross_attention=True, device=device)
