@@ -3,7 +3,7 @@ build fills without computing anything.
 
 Building from weights costs seconds on every start (the layers' random initialisation, the fused
 projections, int8 rounding, fbgemm's packing). A built network is therefore stored once
-(:mod:`stenoflow.weights.prepared`) and later starts only lay its tensors into a skeleton built on
+(:mod:`stenoflow.weights.built`) and later starts only lay its tensors into a skeleton built on
 the meta device, which allocates and initialises nothing. Stored int8 layers pack their weights
 for fbgemm when first used with few rows (:class:`StoredInt8Linear`): the encoder never is, so its
 layers are never packed.
