@@ -16,20 +16,20 @@ if TYPE_CHECKING:
 def tiny() -> Model:
     from stenoflow.api import load_model
 
-    return load_model("tiny.en")
+    return load_model("tiny.en", compute="float32")
 
 
 @pytest.fixture(scope="session")
 def base() -> Model:
     from stenoflow.api import load_model
 
-    return load_model("base")
+    return load_model("base", compute="float32")
 
 
 def _as_commands_load(name: str) -> Model:
     """``name`` in the precision a model command (``stenoflow stream``) loads on this CPU."""
     from stenoflow.api import load_model
-    from stenoflow.streaming.variants import cpu_compute
+    from stenoflow.model.compute import cpu_compute
 
     return load_model(name, compute=cpu_compute())
 

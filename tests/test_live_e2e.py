@@ -18,11 +18,11 @@ from stenoflow.bench.normalize import normalize_text
 from stenoflow.bench.recorded import recorded_stream
 from stenoflow.bench.tts import Voice
 from stenoflow.bench.varied import varied_stream
+from stenoflow.model.compute import cpu_compute
 from stenoflow.streaming.drivers import MODES, ScheduledClock, StreamRun, run_stream
 from stenoflow.streaming.live import same_number
 from stenoflow.streaming.live_round import DRAFT_SLACK, Heard, LiveRound, RoundInput
 from stenoflow.streaming.session import StreamOptions
-from stenoflow.streaming.variants import cpu_compute
 
 if TYPE_CHECKING:
     from stenoflow.api import Model

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from stenoflow.model.compute import INT8, INT8_BFLOAT16, cpu_compute
 from stenoflow.model.cpu_features import cpu_flags, native_bfloat16, native_int8_dot
 from stenoflow.model.quant import (
     FEW_ROWS,
@@ -19,7 +20,6 @@ from stenoflow.model.quant import (
     quantize_rows,
     trainable_int8_layers,
 )
-from stenoflow.streaming.variants import DEFAULT_COMPUTE, INT8_BFLOAT16, cpu_compute
 
 
 def test_rows_keep_their_own_scale() -> None:
@@ -130,7 +130,7 @@ def test_bfloat16_matrix_units_are_read_from_the_cpu_flags(tmp_path: Path) -> No
     assert not native_bfloat16(info)
     assert cpu_flags(tmp_path / "absent") == frozenset()
     assert not native_bfloat16(tmp_path / "absent")
-    assert cpu_compute() == (INT8_BFLOAT16 if native_bfloat16() else DEFAULT_COMPUTE)
+    assert cpu_compute() == (INT8_BFLOAT16 if native_bfloat16() else INT8)
 
 
 def test_bfloat16_layers_keep_layer_norms_in_float32() -> None:

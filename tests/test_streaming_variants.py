@@ -12,16 +12,11 @@ import torch
 
 from stenoflow.bench.datasets import JFK_TEXT
 from stenoflow.bench.metrics import wer
+from stenoflow.model.compute import INT8, cpu_compute
 from stenoflow.streaming.events import TimedWord
 from stenoflow.streaming.policy import PreviousRound, RoundResult, WhisperRound
 from stenoflow.streaming.session import StreamOptions
-from stenoflow.streaming.variants import (
-    ABLATION,
-    DEFAULT_COMPUTE,
-    Variant,
-    cpu_compute,
-    parse_variant,
-)
+from stenoflow.streaming.variants import ABLATION, Variant, parse_variant
 
 if TYPE_CHECKING:
     from stenoflow.api import Model
@@ -78,7 +73,7 @@ def test_the_bench_measures_the_default_beside_the_ablation() -> None:
     assert configs[0].params == {"beam_size": 5, "compute": "float32"}
     assert configs[1].params == {"beam_size": StreamOptions().beam_size, "compute": cpu_compute()}
     assert configs[1].mode == "offline"
-    if cpu_compute() == DEFAULT_COMPUTE:
+    if cpu_compute() == INT8:
         # The default is the last stage of the ablation before its side lines: measured once, under both names.
         assert names[2].endswith("= default") and len(names) == 2 + len(ABLATION)
     else:  # the encoder in bfloat16: one line more than the (int8) ablation

@@ -8,6 +8,7 @@ and streaming sessions at once.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
 from pathlib import Path
@@ -29,17 +30,14 @@ from stenoflow.decoding.transcribe import (
     transcribe,
     window,
 )
+from stenoflow.model.build import build_whisper, to_device
+from stenoflow.model.compute import resolve_compute
 from stenoflow.model.medusa import MedusaHeads, find_medusa, load_medusa
-from stenoflow.model.quant import Int8Linear, bfloat16_layers, quantize_linear_layers
 from stenoflow.model.silence import SilenceCache
 from stenoflow.model.whisper import Whisper
-from stenoflow.tokenizer import Tokenizer
+from stenoflow.weights.built import load_built, load_tokenizer
 from stenoflow.weights.loaded import LoadedWeights
-from stenoflow.weights.registry import (
-    bundled_tokenizer_file,
-    default_alignment_heads,
-    resolve_model,
-)
+from stenoflow.weights.registry import bundled_tokenizer_file, default_alignment_heads
 
 if TYPE_CHECKING:
     from stenoflow.streaming.events import StreamingSession
@@ -50,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMPUTE_TYPES = ("float32", "int8", "int8_bfloat16", "float16")
 # Least silence after the samples in a window shorter than Whisper's: the model hears where the
 # speech ends from the silence after it (as in its own 30 s windows), so a long input in a short
 # window is extended rather than left with little or none.
@@ -59,31 +56,24 @@ MIN_SILENCE_SAMPLES = round(MIN_SILENCE_S * SAMPLE_RATE)
 
 
 class Model:
-    def __init__(self, weights: LoadedWeights, name: str, device: str = "cpu", compute: str = "float32") -> None:
-        if compute not in COMPUTE_TYPES:
-            raise ValueError(f"compute must be one of {', '.join(COMPUTE_TYPES)}, got {compute!r}")
-        if compute == "float16" and not str(device).startswith("cuda"):
-            raise ValueError("compute='float16' needs a CUDA device; use float32 or int8 on the CPU")
-        if compute.startswith("int8") and str(device) != "cpu":
-            raise ValueError(f"compute={compute!r} runs on the CPU only")
+    def __init__(self, weights: LoadedWeights, name: str, device: str = "cpu", compute: str | None = None,
+                 whisper: Whisper | None = None, cache_dir: Path | None = None) -> None:
+        """``whisper``: the network already built in ``compute`` on the CPU (a stored build), else
+        it is built from ``weights``. ``compute``: default :func:`default_compute` of ``device``.
+        ``cache_dir``: the cache root that keeps the repaired tokenizer (default: the user's)."""
+        compute = resolve_compute(device, compute)
         self.name = name
         self.device = torch.device(device)
         self.compute = compute
         self.dims = weights.dims
         self.weights_info = {"source": weights.source, "format": weights.format}
-        whisper = Whisper(weights.dims)
-        whisper.load_state_dict({k: v.float() for k, v in weights.state_dict.items()}, strict=True)
-        whisper.eval().requires_grad_(False).fuse()
-        if compute == "int8":
-            whisper = quantize_int8(whisper)
-        elif compute == "int8_bfloat16":
-            bfloat16_layers(whisper.encoder)
-            whisper = quantize_int8(whisper, whisper.decoder)
-        elif compute == "float16":
-            whisper = whisper.half()
-        self.whisper = whisper.to(self.device)
+        # The stored build this network was mapped from (stenoflow.weights.built), or None: built here.
+        self.built_from: str | None = str(weights.extra["built_cache"]) if "built_cache" in weights.extra else None
+        if whisper is None:
+            whisper = build_whisper(weights.dims, weights.state_dict, compute)
+        self.whisper = to_device(whisper, self.device)
         tokenizer_file = weights.tokenizer_file or bundled_tokenizer_file(weights.dims.n_vocab)
-        self.tokenizer = Tokenizer.from_file(tokenizer_file, multilingual=weights.dims.is_multilingual)
+        self.tokenizer = load_tokenizer(tokenizer_file, weights.dims.is_multilingual, cache_dir)
         non_speech = weights.suppress_ids or self.tokenizer.non_speech_tokens
         self.alignment_heads = weights.alignment_heads or default_alignment_heads(weights.dims)
         self.context = DecoderContext(self.whisper, self.tokenizer, tuple(non_speech), tuple(self.alignment_heads))
@@ -237,23 +227,21 @@ def _samples(audio: str | Path | np.ndarray) -> np.ndarray:
     return validate_samples(audio)
 
 
-def quantize_int8(model: Whisper, part: torch.nn.Module | None = None) -> Whisper:
-    """int8 weights per output channel, activations per row at run time (as CTranslate2 does),
-    for every linear layer of ``part`` (default: the whole model) and the tied output projection
-    (see :mod:`stenoflow.model.quant`)."""
-    decoder = model.decoder
-    decoder.logits_proj = Int8Linear(decoder.token_embedding.weight, None)
-    decoder.proj_t = None
-    quantize_linear_layers(model if part is None else part)
-    return model
-
-
-def load_model(name_or_path: str, device: str = "cpu", compute: str = "float32",
+def load_model(name_or_path: str, device: str = "cpu", compute: str | None = None,
                threads: int | None = None, cache_dir: Path | None = None) -> Model:
-    """Load ``tiny.en``, ``base`` or a local model file/directory of a supported format."""
+    """Load ``tiny.en``, ``base`` or a local model file/directory of a supported format.
+
+    ``compute``: float32, int8, int8_bfloat16 (CPU) or float16 (CUDA); by default int8 on the CPU
+    (int8_bfloat16 where it has bfloat16 matrix units) and float16 on CUDA
+    (:func:`stenoflow.model.compute.default_compute`). The network built in it is cached under
+    ``cache_dir`` (default $STENOFLOW_CACHE or ~/.cache/stenoflow), so later loads only map it."""
+    compute = resolve_compute(device, compute)
     if threads is not None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
-    weights = resolve_model(name_or_path, cache_dir=cache_dir)
-    return Model(weights, name_or_path, device=device, compute=compute)
+    start = time.perf_counter()
+    weights, whisper = load_built(name_or_path, compute, cache_dir=cache_dir)
+    model = Model(weights, name_or_path, device=device, compute=compute, whisper=whisper, cache_dir=cache_dir)
+    log.info("%s ready in %s on %s in %.2f s", name_or_path, compute, device, time.perf_counter() - start)
+    return model

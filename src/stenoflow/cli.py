@@ -19,9 +19,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from stenoflow.model.compute import COMPUTE_TYPES, INT8_BFLOAT16, default_compute
 from stenoflow.output import FORMATS
 from stenoflow.server.options import ServerOptions
-from stenoflow.streaming.variants import ABLATION, DEFAULT_COMPUTE, INT8_BFLOAT16, cpu_compute
+from stenoflow.streaming.variants import ABLATION
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,11 +48,11 @@ def _temperatures(text: str) -> tuple[float, ...]:
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """--model, --compute, --device, --threads; ``main`` resolves an absent --compute by device."""
     p.add_argument("--model", default="tiny.en", help="tiny.en, base, or a path to a model file/directory")
-    p.add_argument("--compute", default=None, choices=["float32", "int8", INT8_BFLOAT16, "float16"],
+    p.add_argument("--compute", default=None, choices=COMPUTE_TYPES,
                    help="precision: float32, int8 (per-channel weights, per-row activations; CPU), "
                         f"{INT8_BFLOAT16} (the encoder in bfloat16, the decoder in int8; CPU), float16 (CUDA); "
                         f"default on the CPU {INT8_BFLOAT16} where it has bfloat16 matrix units (AMX), else int8; "
-                        "float32 on CUDA")
+                        "float16 on CUDA")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch (default: all cores)")
 
@@ -219,8 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("inputs", nargs="+", help="directories, globs, audio files, or manifests (.txt/.lst: a path or "
                                               "URI per line; .jsonl: {\"path\": ...} per line)")
     tb.add_argument("--model", default="tiny.en", help="tiny.en, base, or a path every node can read")
-    tb.add_argument("--compute", default=DEFAULT_COMPUTE, choices=["float32", "int8"],
-                    help=f"precision of the replicas (CPU); default {DEFAULT_COMPUTE}")
+    tb.add_argument("--compute", default=None, choices=["float32", "int8", INT8_BFLOAT16],
+                    help="precision of the replicas (CPU); default: what a model loads on this CPU")
     tb.add_argument("--output-dir", "-o", type=Path, default=Path("transcripts"))
     tb.add_argument("--output-format", "-f", default="txt,json",
                     help=f"comma list of {', '.join(FORMATS)} (or all); default txt,json")
@@ -246,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "stream with every encoder:decoder thread split (and sequentially), prints "
                                     "the per-word latency of each and stores the best for `stenoflow stream`.")
     pt.add_argument("--model", default="base")
-    pt.add_argument("--compute", default=cpu_compute(), choices=["float32", "int8", INT8_BFLOAT16],
+    pt.add_argument("--compute", default=None, choices=["float32", "int8", INT8_BFLOAT16],
                     help="default: what `stenoflow stream` loads on this CPU")
     pt.add_argument("--minutes", type=float, default=0.75, help="length of the synthesized sample")
 
@@ -335,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bu = bsub.add_parser("utterance", help="voice commands: latency after the endpoint, WER, compute, offloading")
     bu.add_argument("--models", default="tiny.en,base", help="comma list of local models")
-    bu.add_argument("--compute", default=cpu_compute(), choices=["float32", "int8", INT8_BFLOAT16],
+    bu.add_argument("--compute", default=None, choices=["float32", "int8", INT8_BFLOAT16],
                     help="default: what `stenoflow listen` loads on this CPU")
     bu.add_argument("--threads", type=int, default=2)
     bu.add_argument("--commands", type=int, default=24, help="synthesized commands in the stream")
@@ -346,7 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bb = bsub.add_parser("batch", help="archive throughput: Ray replicas vs one process vs faster-whisper batched")
     bb.add_argument("--models", default="tiny.en,base", help="comma list of models")
-    bb.add_argument("--compute", default=DEFAULT_COMPUTE, choices=["float32", "int8"])
+    bb.add_argument("--compute", default=None, choices=["float32", "int8", INT8_BFLOAT16],
+                    help="default: what transcribe-batch loads on this CPU")
     bb.add_argument("--files", type=int, default=32, help="synthesized files of 5-25 s in the archive")
     bb.add_argument("--beam-size", type=int, default=5)
     bb.add_argument("--threads", type=int, default=2, help="cores the configurations share")
@@ -400,11 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def compute_for(device: str) -> str:
-    """The precision a model command (transcribe, stream, listen, serve) loads when none is given:
-    int8 on the CPU, where it is about twice as fast as float32 at the same WER (README:
-    Benchmarks, Live captions, Voice commands), with the encoder in bfloat16 where the CPU has
-    bfloat16 matrix units; float32 elsewhere, as int8 is a CPU kernel."""
-    return cpu_compute() if device.split(":", 1)[0] == "cpu" else "float32"
+    """The precision a command loads on ``device`` when none is given: what ``load_model`` loads
+    (:func:`stenoflow.model.compute.default_compute`): int8 on the CPU, where it is about twice as
+    fast as float32 at the same WER (README: Benchmarks, Live captions, Voice commands), with the
+    encoder in bfloat16 where the CPU has bfloat16 matrix units; float16 on CUDA."""
+    return default_compute(device)
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
@@ -965,7 +967,7 @@ def cmd_train_medusa(args: argparse.Namespace) -> int:
                                  examples_per_step=args.examples_per_step, lr=args.lr, lr_final=args.lr_final,
                                  shortlist=args.shortlist, eval_every=args.eval_every, seed=args.seed)
     data = MedusaDataOptions(train_clips=args.train_clips, heldout_clips=args.heldout_clips, seed=args.seed)
-    model = load_model(args.model, threads=args.threads)
+    model = load_model(args.model, compute="float32", threads=args.threads)  # heads train on the float model
     run_dir = args.run_dir or Path(".cache/stenoflow/medusa-runs") / args.model
     train, heldout = load_or_build_examples(model, data, run_dir / "examples.pt")
     vocab = shortlist(train, model.tokenizer, model.dims.n_vocab, options.shortlist)
@@ -1023,10 +1025,12 @@ COMMANDS = {"transcribe": cmd_transcribe, "stream": cmd_stream, "models": cmd_mo
 
 
 def parse_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
-    """``argv`` parsed, an absent --compute of a model command (add_model_args) resolved by its device."""
+    """``argv`` parsed, an absent --compute resolved by the command's device (the CPU where it
+    has no --device), as ``load_model`` resolves it. ``bench serve`` keeps None: the server it
+    starts resolves its own."""
     args = parser.parse_args(argv)
-    if getattr(args, "device", None) is not None and args.compute is None:
-        args.compute = compute_for(args.device)
+    if getattr(args, "compute", "") is None and getattr(args, "bench", None) != "serve":
+        args.compute = compute_for(getattr(args, "device", None) or "cpu")
     return args
 
 

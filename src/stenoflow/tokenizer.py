@@ -59,18 +59,14 @@ class Tokenizer:
     def from_file(cls, tokenizer_file: Path | str, *, multilingual: bool, language: str | None = None,
                   task: str = "transcribe") -> Tokenizer:
         path = Path(tokenizer_file)
-        if not path.is_file():
-            raise FileNotFoundError(f"tokenizer file not found: {path} (expected a tokenizer.json)")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: not a tokenizer.json ({e})") from None
-        restored = restore_missing_merges(data)
-        if restored:
-            log.info("%s: restored %d BPE merge(s) missing from the file: %s", path, len(restored),
-                     ", ".join(restored))
-        return cls(HFTokenizer.from_str(json.dumps(data)), multilingual=multilingual, language=language,
-                   task=task, path=path)
+        return cls.from_json(repaired_json(path), multilingual=multilingual, language=language, task=task,
+                             path=path)
+
+    @classmethod
+    def from_json(cls, text: str, *, multilingual: bool, language: str | None = None, task: str = "transcribe",
+                  path: Path | None = None) -> Tokenizer:
+        """A tokenizer of a ``tokenizer.json``'s text as ``repaired_json`` gives it (``path``: the file's)."""
+        return cls(HFTokenizer.from_str(text), multilingual=multilingual, language=language, task=task, path=path)
 
     def with_options(self, language: str | None, task: str) -> Tokenizer:
         """A tokenizer for another language/task sharing the same vocabulary."""
@@ -176,6 +172,21 @@ class Tokenizer:
                 words[-1] += text
                 groups[-1].extend(toks)
         return words, groups
+
+
+def repaired_json(path: Path) -> str:
+    """The text of the ``tokenizer.json`` at ``path`` with its missing merges restored
+    (``restore_missing_merges``)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer file not found: {path} (expected a tokenizer.json)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a tokenizer.json ({e})") from None
+    restored = restore_missing_merges(data)
+    if restored:
+        log.info("%s: restored %d BPE merge(s) missing from the file: %s", path, len(restored), ", ".join(restored))
+    return json.dumps(data)
 
 
 def restore_missing_merges(data: dict) -> list[str]:

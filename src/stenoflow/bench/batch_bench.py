@@ -15,14 +15,14 @@ import logging
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from stenoflow.bench.clips import Clip
 from stenoflow.bench.machine import write_results
 from stenoflow.bench.metrics import wer
-from stenoflow.streaming.variants import DEFAULT_COMPUTE
+from stenoflow.model.compute import cpu_compute
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class BatchBenchOptions:
     models: tuple[str, ...] = ("tiny.en", "base")
-    compute: str = DEFAULT_COMPUTE  # what transcribe-batch runs by default
+    compute: str = field(default_factory=cpu_compute)  # what transcribe-batch runs by default
     files: int = 32
     beam_size: int = 5
     threads: int = 2  # the machine's cores the configurations share

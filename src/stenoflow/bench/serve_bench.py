@@ -60,7 +60,7 @@ def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
 
     clips = streams(max(options.clients), options.minutes, seed=7)
     audios = [clip.load_audio() for clip in clips]
-    gold_model = load_model(options.gold_model)
+    gold_model = load_model(options.gold_model, compute="float32")
     gold = [gold_words(c, gold_model, a) for c, a in zip(clips, audios)]
     drift_clip = streams(1, options.drift_minutes)[0] if options.drift_minutes else None
     drift_gold = gold_words(drift_clip, gold_model) if drift_clip is not None else []

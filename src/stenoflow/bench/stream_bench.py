@@ -35,12 +35,13 @@ from stenoflow.bench.machine import machine_record, resident_mb
 from stenoflow.bench.metrics import wer
 from stenoflow.bench.recorded import recorded_available, recorded_stream
 from stenoflow.bench.varied import sparse_streams, varied_streams
+from stenoflow.model.compute import cpu_compute
 from stenoflow.streaming.drivers import StreamRun, run_stream, write_word_log
 from stenoflow.streaming.events import StreamingSession
 from stenoflow.streaming.offline import OfflineSession
 from stenoflow.streaming.session import StreamOptions
 from stenoflow.streaming.threads import stored_split, with_stored_split
-from stenoflow.streaming.variants import ABLATION, Stage, cpu_compute
+from stenoflow.streaming.variants import ABLATION, Stage
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ def profile_threads(options: ThreadProfileOptions, stream: StreamOptions | None 
     model = load_model(options.model, compute=options.compute)
     clip = varied_stream(f"profile-{options.minutes:g}min", options.minutes, seed=101)
     audio = clip.load_audio()
-    gold = gold_words(clip, load_model(options.gold_model) if options.gold_model != options.model else model, audio)
+    gold = gold_words(clip, load_model(options.gold_model, compute="float32") if options.gold_model != options.model else model, audio)
     rows: list[dict[str, object]] = []
     for split in candidate_splits(options.cores):
         torch.set_num_threads(options.cores)

@@ -29,7 +29,7 @@ from stenoflow.bench.commands import command_stream
 from stenoflow.bench.machine import write_results
 from stenoflow.bench.metrics import wer
 from stenoflow.bench.serve_bench import ServeBenchOptions, Server
-from stenoflow.streaming.variants import cpu_compute
+from stenoflow.model.compute import cpu_compute
 from stenoflow.utterance.driver import HeardUtterance, run_utterances
 from stenoflow.utterance.offload import OffloadOptions, RemoteTranscriber
 from stenoflow.utterance.options import UtteranceOptions

@@ -23,8 +23,8 @@ from typing import Any
 
 from stenoflow.cluster.inputs import BatchInput, is_uri
 from stenoflow.cluster.runtime import cluster_cpus, connect
+from stenoflow.model.compute import cpu_compute
 from stenoflow.output import FORMATS
-from stenoflow.streaming.variants import DEFAULT_COMPUTE
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ DECODERS_PER = 8  # replicas one decoder keeps fed
 @dataclass(frozen=True)
 class BatchOptions:
     model: str = "base"
-    compute: str = DEFAULT_COMPUTE  # replicas run on CPUs
+    compute: str = field(default_factory=cpu_compute)  # replicas run on CPUs
     actors: int | None = None  # replicas; None: as many as the cluster's CPUs hold at ``threads`` each
     threads: int = 1  # torch threads per replica (and the CPUs each one reserves)
     beam_size: int = 5

@@ -11,10 +11,11 @@ session (affinity without sticky cookies). Replicas scale between ``min_replicas
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stenoflow.cluster.runtime import connect
+from stenoflow.model.compute import cpu_compute
 from stenoflow.server.options import ServerOptions
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ APP_NAME = "stenoflow"
 @dataclass(frozen=True)
 class ServeOptions:
     model: str = "base"
-    compute: str = "float32"
+    compute: str = field(default_factory=cpu_compute)  # replicas run on CPUs
     threads: int = 1  # torch threads (and CPUs reserved) per replica
     min_replicas: int = 1
     max_replicas: int = 1

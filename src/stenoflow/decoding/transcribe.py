@@ -70,6 +70,9 @@ class TranscribeOptions:
     # are the paper's), which keeps likely drafted tokens the model would not have chosen itself:
     # faster, not greedy's text. None: greedy-exact.
     typical: tuple[float, float] | None = None
+    # The precision the model runs in (float32, int8, ...): set to the model's by ``transcribe``,
+    # so ``TranscriptionInfo.options`` says what ran; given, it must be the model's.
+    compute: str | None = None
 
     def decoding(self, temperature: float) -> DecodingOptions:
         greedy_or_beam = temperature == 0
@@ -227,6 +230,10 @@ def transcribe(model: Model, audio: np.ndarray, options: TranscribeOptions,
     text is the same as without them.
     """
     tok = model.tokenizer
+    if options.compute not in (None, model.compute):
+        raise ValueError(f"compute={options.compute!r} asked of a model loaded in {model.compute}: "
+                         "load it in that precision (load_model(..., compute=...))")
+    options = replace(options, compute=model.compute)
     if options.hush and model.hush is None:
         raise ValueError(f"no hush word for model {model.name!r}: train one with `stenoflow train-hush` "
                          "or put hush.npz beside the model")

@@ -28,6 +28,15 @@ if TYPE_CHECKING:
     from stenoflow.model.pass_batch import PassBatcher
 
 
+Device = torch.device | str | None
+
+
+def _is_meta(device: Device) -> bool:
+    # Initialising weights on the meta device runs its Python kernels, whose first use imports
+    # sympy (about a second): meta modules are made without computing anything.
+    return device is not None and torch.device(device).type == "meta"
+
+
 def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> Tensor:
     """The encoder's fixed positional table: sin then cos halves, as in the original model."""
     assert channels % 2 == 0
@@ -51,6 +60,10 @@ class Linear(nn.Linear):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.weight_t: Tensor | None
         self.register_buffer("weight_t", None, persistent=False)
+
+    def reset_parameters(self) -> None:
+        if not self.weight.is_meta:  # a meta layer's weights are assigned, never initialised
+            super().reset_parameters()
 
     def keep_transposed(self) -> None:
         """Store a (in, out) copy of the weights for one-row inputs (call after loading them)."""
@@ -76,13 +89,13 @@ class LayerNorm(nn.LayerNorm):
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, n_state: int, n_head: int) -> None:
+    def __init__(self, n_state: int, n_head: int, device: Device = None) -> None:
         super().__init__()
         self.n_head = n_head
-        self.query = Linear(n_state, n_state)
-        self.key = Linear(n_state, n_state, bias=False)
-        self.value = Linear(n_state, n_state)
-        self.out = Linear(n_state, n_state)
+        self.query = Linear(n_state, n_state, device=device)
+        self.key = Linear(n_state, n_state, bias=False, device=device)
+        self.value = Linear(n_state, n_state, device=device)
+        self.out = Linear(n_state, n_state, device=device)
         # One GEMM for q, k and v instead of three: built by fuse() after the weights are loaded.
         self.qkv: Linear | None = None
 
@@ -97,12 +110,14 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2).reshape(b, t, -1)
 
     def fuse(self) -> None:
-        """Stack the q, k, v projections into one layer (the key has no bias: zeros)."""
+        """Stack the q, k, v projections into one layer (the key has no bias: zeros). On the meta
+        device (a skeleton, see stenoflow.model.build) the layer is only made."""
         d = self.query.weight.shape[1]
-        qkv = Linear(d, 3 * d).to(self.query.weight.device, self.query.weight.dtype)
-        with torch.no_grad():
-            qkv.weight.copy_(torch.cat([self.query.weight, self.key.weight, self.value.weight]))
-            qkv.bias.copy_(torch.cat([self.query.bias, torch.zeros_like(self.query.bias), self.value.bias]))
+        qkv = Linear(d, 3 * d, device=self.query.weight.device, dtype=self.query.weight.dtype)
+        if not self.query.weight.is_meta:
+            with torch.no_grad():
+                qkv.weight.copy_(torch.cat([self.query.weight, self.key.weight, self.value.weight]))
+                qkv.bias.copy_(torch.cat([self.query.bias, torch.zeros_like(self.query.bias), self.value.bias]))
         self.qkv = qkv.requires_grad_(self.query.weight.requires_grad)
 
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -201,14 +216,15 @@ def p_cat(xs: Sequence[Tensor]) -> Tensor:
 
 
 class ResidualAttentionBlock(nn.Module):
-    def __init__(self, n_state: int, n_head: int, cross_attention: bool = False) -> None:
+    def __init__(self, n_state: int, n_head: int, cross_attention: bool = False, device: Device = None) -> None:
         super().__init__()
-        self.attn = MultiHeadAttention(n_state, n_head)
-        self.attn_ln = LayerNorm(n_state)
-        self.cross_attn = MultiHeadAttention(n_state, n_head) if cross_attention else None
-        self.cross_attn_ln = LayerNorm(n_state) if cross_attention else None
-        self.mlp = nn.Sequential(Linear(n_state, 4 * n_state), nn.GELU(), Linear(4 * n_state, n_state))
-        self.mlp_ln = LayerNorm(n_state)
+        self.attn = MultiHeadAttention(n_state, n_head, device)
+        self.attn_ln = LayerNorm(n_state, device=device)
+        self.cross_attn = MultiHeadAttention(n_state, n_head, device) if cross_attention else None
+        self.cross_attn_ln = LayerNorm(n_state, device=device) if cross_attention else None
+        self.mlp = nn.Sequential(Linear(n_state, 4 * n_state, device=device), nn.GELU(),
+                                 Linear(4 * n_state, n_state, device=device))
+        self.mlp_ln = LayerNorm(n_state, device=device)
 
     def encoder_forward(self, x: Tensor, tail: tuple[Tensor, Tensor] | None = None,
                         keep: list[tuple[Tensor, Tensor]] | None = None) -> Tensor:
@@ -226,16 +242,23 @@ class ResidualAttentionBlock(nn.Module):
 
 
 class AudioEncoder(nn.Module):
-    def __init__(self, dims: ModelDims) -> None:
+    def __init__(self, dims: ModelDims, device: Device = None) -> None:
         super().__init__()
         self.dims = dims
-        self.conv1 = nn.Conv1d(dims.n_mels, dims.n_audio_state, kernel_size=3, padding=1)
-        self.conv2 = nn.Conv1d(dims.n_audio_state, dims.n_audio_state, kernel_size=3, stride=2, padding=1)
-        self.register_buffer("positional_embedding", sinusoids(dims.n_audio_ctx, dims.n_audio_state))
+        self.conv1 = nn.Conv1d(dims.n_mels, dims.n_audio_state, kernel_size=3, padding=1, device=device)
+        self.conv2 = nn.Conv1d(dims.n_audio_state, dims.n_audio_state, kernel_size=3, stride=2, padding=1,
+                               device=device)
+        if _is_meta(device):
+            table = torch.empty(dims.n_audio_ctx, dims.n_audio_state, device=device)
+        else:
+            table = sinusoids(dims.n_audio_ctx, dims.n_audio_state)
+            table = table if device is None else table.to(device)
+        self.register_buffer("positional_embedding", table)
         self.blocks = nn.ModuleList(
-            ResidualAttentionBlock(dims.n_audio_state, dims.n_audio_head) for _ in range(dims.n_audio_layer)
+            ResidualAttentionBlock(dims.n_audio_state, dims.n_audio_head, device=device)
+            for _ in range(dims.n_audio_layer)
         )
-        self.ln_post = LayerNorm(dims.n_audio_state)
+        self.ln_post = LayerNorm(dims.n_audio_state, device=device)
 
     def forward(self, mel: Tensor, rows: int | None = None, tail: EncodedTail | None = None,
                 keep: list[tuple[Tensor, Tensor]] | None = None, spent: list[float] | None = None) -> Tensor:
@@ -290,15 +313,19 @@ class DecoderCall:
 
 
 class TextDecoder(nn.Module):
-    def __init__(self, dims: ModelDims) -> None:
+    def __init__(self, dims: ModelDims, device: Device = None) -> None:
         super().__init__()
-        self.token_embedding = nn.Embedding(dims.n_vocab, dims.n_text_state)
-        self.positional_embedding = nn.Parameter(torch.empty(dims.n_text_ctx, dims.n_text_state))
+        if _is_meta(device):  # given its (meta) table, the embedding initialises nothing
+            table = torch.empty(dims.n_vocab, dims.n_text_state, device=device)
+            self.token_embedding = nn.Embedding(dims.n_vocab, dims.n_text_state, _weight=table)
+        else:
+            self.token_embedding = nn.Embedding(dims.n_vocab, dims.n_text_state, device=device)
+        self.positional_embedding = nn.Parameter(torch.empty(dims.n_text_ctx, dims.n_text_state, device=device))
         self.blocks = nn.ModuleList(
-            ResidualAttentionBlock(dims.n_text_state, dims.n_text_head, cross_attention=True)
+            ResidualAttentionBlock(dims.n_text_state, dims.n_text_head, cross_attention=True, device=device)
             for _ in range(dims.n_text_layer)
         )
-        self.ln = LayerNorm(dims.n_text_state)
+        self.ln = LayerNorm(dims.n_text_state, device=device)
         # Set by int8 quantisation: a quantised copy of the tied output projection.
         self.logits_proj: nn.Module | None = None
         # Set by fuse(): the embedding transposed to (D, V). A row vector times a contiguous
@@ -400,11 +427,13 @@ def causal_mask(t: int, offset: int, dtype: torch.dtype, device: torch.device) -
 
 
 class Whisper(nn.Module):
-    def __init__(self, dims: ModelDims) -> None:
+    def __init__(self, dims: ModelDims, device: Device = None) -> None:
+        """``device="meta"``: the modules without any weights (nothing allocated or initialised),
+        for weights assigned later (see stenoflow.model.build)."""
         super().__init__()
         self.dims = dims
-        self.encoder = AudioEncoder(dims)
-        self.decoder = TextDecoder(dims)
+        self.encoder = AudioEncoder(dims, device)
+        self.decoder = TextDecoder(dims, device)
 
     def fuse(self) -> Whisper:
         """Fuse the self-attention q/k/v projections of every block and keep transposed copies of

@@ -18,33 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from stenoflow.streaming.session import StreamOptions
 
-# int8 with per-channel scales holds float32's accuracy (see stenoflow.model.quant) at a fraction
-# of its time: the compute type of batch transcription (and of its peer, faster-whisper, in its
-# benchmark), and what the model commands (transcribe, stream, listen, serve) load on a CPU
-# without bfloat16 matrix units.
-DEFAULT_COMPUTE = "int8"
-# The encoder in bfloat16 (its products and attention on the CPU's bfloat16 units), the decoder
-# in int8 (a decoding step reads few rows, where int8's smaller weights are faster): what the
-# model commands load where the CPU has bfloat16 matrix units (``cpu_compute``).
-INT8_BFLOAT16 = "int8_bfloat16"
 GATE_NATS = 1.0  # the confidence gate a +gate variant uses
 PIPELINE_THREADS = (1, 1)  # the executors of a +pipe variant when none was profiled
-
-
-@cache
-def cpu_compute() -> str:
-    """The compute type a model command loads on this CPU when none is given (read once: the
-    parser's defaults and the command both ask)."""
-    from stenoflow.model.cpu_features import native_bfloat16
-
-    return INT8_BFLOAT16 if native_bfloat16() else DEFAULT_COMPUTE
 
 
 EXTRAS: Mapping[str, Mapping[str, object]] = MappingProxyType({

@@ -17,9 +17,13 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stenoflow.model.dims import ModelDims
 from stenoflow.weights.loaded import LoadedWeights
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +68,9 @@ def _read(stem: Path) -> LoadedWeights | None:
 
     try:
         meta = json.loads(record.read_text(encoding="utf-8"))
-        state = load_file(str(tensors))  # memory-mapped
-        return LoadedWeights(
-            dims=ModelDims(**meta["dims"]), state_dict=state, source=meta["source"], format=meta["format"],
-            tokenizer_file=Path(meta["tokenizer_file"]) if meta["tokenizer_file"] else None,
-            alignment_heads=_pairs(meta["alignment_heads"]), suppress_ids=_ints(meta["suppress_ids"]),
-            suppress_ids_begin=_ints(meta["suppress_ids_begin"]), lang_ids=_ints(meta["lang_ids"]),
-            extra={**meta["extra"], "converted_cache": str(tensors)})
+        weights = weights_from_record(meta, load_file(str(tensors)))  # memory-mapped
+        weights.extra["converted_cache"] = str(tensors)
+        return weights
     except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
         log.warning("converted weights at %s are unreadable (%s): converting again", stem, e)
         return None
@@ -80,16 +80,32 @@ def _write(stem: Path, weights: LoadedWeights) -> None:
     from safetensors.torch import save_file
 
     stem.parent.mkdir(parents=True, exist_ok=True)
-    meta = {f.name: getattr(weights, f.name) for f in fields(weights) if f.name != "state_dict"}
-    meta["dims"] = asdict(weights.dims)
-    meta["tokenizer_file"] = str(weights.tokenizer_file) if weights.tokenizer_file else None
-    meta["extra"] = {k: v for k, v in weights.extra.items() if isinstance(v, (str, int, float, bool))}
+    meta = weights_record(weights)
     tmp = stem.with_name(f"{stem.name}.{os.getpid()}.tmp")
     state = {k: v.contiguous() for k, v in weights.state_dict.items()}
     save_file(state, str(tmp))
     os.replace(tmp, stem.with_suffix(".safetensors"))
     tmp.write_text(json.dumps(meta), encoding="utf-8")  # the record last: it marks the entry complete
     os.replace(tmp, stem.with_suffix(".json"))
+
+
+def weights_record(weights: LoadedWeights) -> dict[str, object]:
+    """What ``weights`` holds besides its tensors, as JSON values."""
+    meta = {f.name: getattr(weights, f.name) for f in fields(weights) if f.name != "state_dict"}
+    meta["dims"] = asdict(weights.dims)
+    meta["tokenizer_file"] = str(weights.tokenizer_file) if weights.tokenizer_file else None
+    meta["extra"] = {k: v for k, v in weights.extra.items() if isinstance(v, (str, int, float, bool))}
+    return meta
+
+
+def weights_from_record(meta: dict, state: dict[str, Tensor]) -> LoadedWeights:
+    """The ``LoadedWeights`` of a ``weights_record`` and the tensors ``state``."""
+    return LoadedWeights(
+        dims=ModelDims(**meta["dims"]), state_dict=state, source=meta["source"], format=meta["format"],
+        tokenizer_file=Path(meta["tokenizer_file"]) if meta["tokenizer_file"] else None,
+        alignment_heads=_pairs(meta["alignment_heads"]), suppress_ids=_ints(meta["suppress_ids"]),
+        suppress_ids_begin=_ints(meta["suppress_ids_begin"]), lang_ids=_ints(meta["lang_ids"]),
+        extra=dict(meta["extra"]))
 
 
 def _ints(value: object) -> tuple[int, ...] | None:

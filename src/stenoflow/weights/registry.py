@@ -21,11 +21,7 @@ from types import ModuleType
 
 from stenoflow.model.dims import ModelDims
 from stenoflow.weights.converted import load_converted
-from stenoflow.weights.ctranslate2 import load_ctranslate2
-from stenoflow.weights.ggml import is_ggml_file, load_ggml
-from stenoflow.weights.huggingface import load_huggingface
 from stenoflow.weights.loaded import LoadedWeights
-from stenoflow.weights.openai_pt import load_openai_pt
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +204,8 @@ def detect_format(path: Path) -> tuple[str, Path]:
         return "ctranslate2", path.parent
     if path.suffix == ".safetensors" and (path.parent / "config.json").is_file():
         return "huggingface", path.parent
+    from stenoflow.weights.ggml import is_ggml_file
+
     if is_ggml_file(path):
         return "ggml", path
     with open(path, "rb") as f:
@@ -220,7 +218,13 @@ def detect_format(path: Path) -> tuple[str, Path]:
 
 
 def loader_for(fmt: str) -> Callable[[Path], LoadedWeights]:
-    """The loader of one format name as detect_format returns it."""
+    """The loader of one format name as detect_format returns it (imported here: a load from the
+    cache of built networks reads no model file)."""
+    from stenoflow.weights.ctranslate2 import load_ctranslate2
+    from stenoflow.weights.ggml import load_ggml
+    from stenoflow.weights.huggingface import load_huggingface
+    from stenoflow.weights.openai_pt import load_openai_pt
+
     loaders: dict[str, Callable[[Path], LoadedWeights]] = {
         "ctranslate2": load_ctranslate2,
         "huggingface": load_huggingface,
