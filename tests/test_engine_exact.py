@@ -151,3 +151,59 @@ def test_alignment_attention_recorded_step_by_step_equals_one_teacher_forced_pas
     torch.testing.assert_close(recorded, whole, atol=1e-5, rtol=1e-4)
     part = cache.attention(cross, 0, 5, len(seq) + 10)  # positions from 5 up to the cache's end
     assert part is not None and torch.equal(part, recorded[5:])
+
+
+def one_row_and_pass_logits(model: Model, audio: np.ndarray, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher-forced on the model's greedy tokens for ``audio``: the logits of one-row steps, and
+    those of passes of ``rows`` positions at a time (as a draft's verification runs), (T, V) each."""
+    mel = model.features(audio, padding=N_SAMPLES)[:, :3000]
+    with torch.inference_mode():
+        cross = model.whisper.decoder.cross_kv(model.encode(mel))
+        result = DecodingTask(model.context, DecodingOptions(language="en")).run(cross)
+        tok = model.tokenizer.with_options("en" if model.is_multilingual else None, "transcribe")
+        seq = torch.tensor([[*tok.sot_sequence, *result.tokens, tok.eot]])
+        start = len(tok.sot_sequence)
+        decoder = model.whisper.decoder
+        steps, passes = model.whisper.new_cache(1), model.whisper.new_cache(1)
+        decoder(seq[:, :start], cross, steps)
+        decoder(seq[:, :start], cross, passes)
+        one = [decoder(seq[:, i : i + 1], cross, steps)[0, -1] for i in range(start, seq.shape[1])]
+        many = [decoder(seq[:, i : i + rows], cross, passes)[0] for i in range(start, seq.shape[1], rows)]
+    return torch.stack(one), torch.cat(many)
+
+
+@pytest.mark.parametrize("rows", [2, 5, 13])
+def test_int8_verification_pass_computes_the_one_row_steps_logits_bit_for_bit(base_default: Model, rows: int,
+                                                                                jfk_audio: np.ndarray) -> None:
+    """Speculative decoding's exactness in the default precision: a pass over K+1 drafted positions
+    gives at each position the logits a greedy step there gives, to the last bit (int8 rows rounded
+    each by its own scale; attention a position at a time)."""
+    one, many = one_row_and_pass_logits(base_default, jfk_audio, rows)
+    assert one.shape == many.shape and one.shape[0] > 20
+    assert torch.equal(one, many)
+
+
+def test_int8_verification_is_exact_with_7_bit_kernels_too(jfk_audio: np.ndarray) -> None:
+    """The kernels of a CPU without 32-bit int8 sums (7-bit inputs, fbgemm at every row count), run
+    here whatever this CPU has: the same bit-for-bit equality."""
+    from stenoflow.api import load_model
+    from stenoflow.model.quant import Int8Linear
+
+    model = load_model("tiny.en", compute="int8")
+    layers = [m for m in model.whisper.modules() if isinstance(m, Int8Linear)]
+    assert layers
+    for layer in layers:
+        layer.int8_dot = False
+    one, many = one_row_and_pass_logits(model, jfk_audio[: 16000 * 6], 5)
+    assert one.shape[0] > 5
+    assert torch.equal(one, many)
+
+
+@pytest.mark.parametrize("rows", [5, 13])
+def test_float32_verification_pass_agrees_with_one_row_steps_up_to_rounding(base: Model, rows: int,
+                                                                             jfk_audio: np.ndarray) -> None:
+    """In float32 the products' sums depend on the row count (hence transcribe's warning): a pass
+    gives the steps' logits only up to rounding, the same best token wherever it leads clearly."""
+    one, many = one_row_and_pass_logits(base, jfk_audio, rows)
+    torch.testing.assert_close(many, one, atol=2e-3, rtol=1e-4)
+    assert torch.equal(one.argmax(-1), many.argmax(-1))

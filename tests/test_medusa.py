@@ -194,3 +194,13 @@ def test_training_reports_held_out_acceptance_and_resumes(tiny: Model, tmp_path:
     # Reused examples: the cache answers for the same options.
     train2, _ = load_or_build_examples(tiny, data, tmp_path / "examples.pt")
     assert torch.equal(train2[0].tokens, train[0].tokens)
+
+
+@pytest.mark.parametrize("kind", ["linear", "block"])
+def test_int8_medusa_greedy_equals_greedy(kind: str, base_default: Model, jfk_audio: np.ndarray) -> None:
+    """The shipped heads drafting for base in the precision the commands load it (int8 decoder):
+    greedy's tokens on jfk.wav."""
+    plain, _ = base_default.transcribe(jfk_audio, beam_size=1, temperature=0.0, language="en")
+    fast, info = base_default.transcribe(jfk_audio, medusa=kind, beam_size=1, temperature=0.0, language="en")
+    assert [s.tokens for s in fast] == [s.tokens for s in plain]
+    assert info.stats["draft_accepted"] > 0

@@ -54,6 +54,23 @@ def test_int8_linear_matches_its_dequantized_weights(rows: int, int8_dot: bool) 
     assert float((y - reference).norm() / reference.norm()) < 0.03
 
 
+@pytest.mark.parametrize("int8_dot", KERNELS)
+@pytest.mark.parametrize("rows", [2, 5, 13, FEW_ROWS])
+def test_each_of_a_few_rows_gets_what_it_gets_alone(rows: int, int8_dot: bool) -> None:
+    """A verification pass multiplies a drafted token's row together with K others; a greedy step
+    multiplies that row alone. Each row is rounded to int8 by its own scale, so its product is the
+    one-row product bit for bit, whatever the other rows hold (here rows of very different sizes
+    and an outlier channel, which a scale spanning all rows would round coarsely)."""
+    g = torch.Generator().manual_seed(rows)
+    q = Int8Linear(torch.randn(512, 384, generator=g) * 0.05, torch.randn(512, generator=g) * 0.1, int8_dot=int8_dot)
+    x = torch.randn(rows, 384, generator=g) * torch.logspace(-2, 2, rows)[:, None]
+    x[:, 7] *= 30.0
+    with torch.no_grad():
+        together = q(x[None])[0]
+        alone = torch.cat([q(x[i : i + 1][None])[0] for i in range(rows)])
+    assert torch.equal(together, alone)
+
+
 @pytest.mark.parametrize("rows", [1, 5, 300])
 def test_an_outlier_channel_or_row_does_not_corrupt_the_others(rows: int) -> None:
     """Transformer activations carry a few channels far larger than the rest, and rows of very

@@ -218,3 +218,43 @@ def test_a_model_draft_restarts_at_its_prompt(base: Model, tiny_int8: Model, jfk
     assert after and after != first
     draft.restart()
     assert draft.draft(4) == first
+
+
+# --- exactness in the default precision (int8) on real speech ---------------------------------
+def real_clip(name: str, jfk_audio: np.ndarray) -> np.ndarray:
+    """jfk.wav, or one of the pocketsphinx recordings (skipped where they are not unpacked)."""
+    if name == "jfk":
+        return jfk_audio
+    from stenoflow.bench.recorded import _pieces, recorded_available
+
+    if not recorded_available():
+        pytest.skip("the pocketsphinx recordings are not unpacked (scripts/setup.sh)")
+    return next(audio for label, _, audio in _pieces() if label == name)
+
+
+@pytest.mark.parametrize("clip", ["jfk", "cards:004", "librivox:0920"])
+def test_int8_speculative_greedy_equals_greedy(clip: str, base_default: Model, tiny_int8: Model,
+                                               jfk_audio: np.ndarray) -> None:
+    """base in the precision the commands load it (int8 decoder) drafted by tiny.en: greedy's tokens,
+    segment by segment (before each row was rounded by its own scale, jfk.wav lost its comma)."""
+    audio = real_clip(clip, jfk_audio)
+    plain, _ = base_default.transcribe(audio, beam_size=1, temperature=0.0, language="en")
+    fast, info = base_default.transcribe(audio, draft=tiny_int8, beam_size=1, temperature=0.0, language="en")
+    assert [s.tokens for s in fast] == [s.tokens for s in plain]
+    assert info.stats["draft_accepted"] > 0
+
+
+def test_transcribe_says_where_drafting_may_part_from_greedy(caplog: pytest.LogCaptureFixture, tiny: Model,
+                                                              jfk_audio: np.ndarray) -> None:
+    from stenoflow.decoding.transcribe import TranscribeOptions, speculation_inexact
+
+    greedy = TranscribeOptions(beam_size=1)
+    assert speculation_inexact("int8", greedy, medusa=False) is None
+    assert speculation_inexact("int8_bfloat16", greedy, medusa=True) is None  # the decoder is int8
+    assert "float32" in (speculation_inexact("float32", greedy, medusa=True) or "")
+    assert "lookahead" in (speculation_inexact("int8", TranscribeOptions(beam_size=1, lookahead=20), False) or "")
+    assert speculation_inexact("int8", TranscribeOptions(beam_size=1, lookahead=20), medusa=True) is None
+    assert speculation_inexact("float32", TranscribeOptions(beam_size=5), medusa=False) is None  # never meant to be
+    with caplog.at_level("WARNING", logger="stenoflow.decoding.transcribe"):
+        tiny.transcribe(jfk_audio[: 16000 * 3], draft="tiny.en", beam_size=1, temperature=0.0)
+    assert any("greedy's text" in r.getMessage() for r in caplog.records)  # tiny is float32 here

@@ -22,6 +22,7 @@ from stenoflow.decoding.speculative import DraftModel, DraftWindow, Lookahead
 from stenoflow.decoding.task import DecodingTask, Drafter
 from stenoflow.decoding.timing import find_alignment
 from stenoflow.model.medusa import MedusaHeads
+from stenoflow.model.quant import FEW_ROWS
 from stenoflow.tokenizer import TIME_PRECISION
 
 if TYPE_CHECKING:
@@ -248,6 +249,9 @@ def transcribe(model: Model, audio: np.ndarray, options: TranscribeOptions,
     info = TranscriptionInfo(language=language, language_probability=(probs or {}).get(language, 1.0),
                              duration=duration, options=options, all_language_probs=probs,
                              model=model.describe(), draft=_describe(draft))
+    inexact = None if draft is None else speculation_inexact(model.compute, options, isinstance(draft, MedusaHeads))
+    if inexact is not None:
+        log.warning("speculative decoding may not give greedy's text token for token here: %s", inexact)
     drafting: Drafting | MedusaHeads | None = draft if isinstance(draft, MedusaHeads) else None
     if draft is not None and not isinstance(draft, MedusaHeads):
         lookahead = Lookahead(initial=options.lookahead, maximum=max(options.lookahead, Lookahead.maximum),
@@ -256,6 +260,26 @@ def transcribe(model: Model, audio: np.ndarray, options: TranscribeOptions,
             draft.features(audio, padding=N_FRAMES * HOP_LENGTH)
         drafting = Drafting(draft, DraftModel.pair(draft.context, tok, lookahead), draft_mel)
     return _windows(model, audio, mel, content_frames, options, language, progress, info, drafting), info
+
+
+def speculation_inexact(compute: str, options: TranscribeOptions, medusa: bool) -> str | None:
+    """Why greedy decoding with drafted tokens in ``compute`` may part from plain greedy decoding
+    (None: it cannot). Beam search and typical acceptance with a draft are not meant to be exact.
+
+    In int8 a verification pass over up to ``FEW_ROWS`` positions computes each position's
+    logits bit for bit as a one-row step does (``model.quant``); longer passes, and float
+    products, whose sums run in an order that depends on the number of rows, agree only up to
+    rounding, which can flip a near-tie between the two best tokens."""
+    if (options.beam_size or 1) > 1 or options.typical is not None:
+        return None
+    if not compute.startswith("int8"):
+        return (f"in {compute} a verification pass rounds its products differently from a one-token step "
+                "(near-ties can flip); int8 is exact")
+    longest = max(options.lookahead, Lookahead.maximum) if options.adaptive_lookahead else options.lookahead
+    if not medusa and longest + 1 > FEW_ROWS:
+        return (f"a lookahead of up to {longest} tokens verifies more than {FEW_ROWS} positions in a pass, "
+                f"which int8 rounds differently from one-token steps; at most {FEW_ROWS - 1} is exact")
+    return None
 
 
 def _describe(draft: Model | MedusaHeads | None) -> dict[str, object] | None:

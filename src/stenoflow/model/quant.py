@@ -8,17 +8,25 @@ in integer arithmetic (int8 x int8 -> int32) and is rescaled to float32 by the t
 On a CPU that sums int8 products in 32 bits (VNNI, AMX), two kernels compute it, chosen by
 the number of rows:
 
-* many rows (the encoder, a decoder pass over a prompt or a draft): the activations are
-  quantised per row here and multiplied with ``torch._int_mm``;
-* a few rows (a decoding step): fbgemm's dynamic linear with the same per-channel weights
-  (its activation scale spans the whole input, which for one row is the row's own scale).
-  For the output projection over the vocabulary it is several times faster than ``_int_mm``.
+* many rows (the encoder, a decoder pass over a prompt): the activations are quantised per row
+  here and multiplied with ``torch._int_mm``;
+* a few rows (a decoding step, a pass that verifies a draft, the beams): fbgemm's dynamic linear
+  with the same per-channel weights. For the output projection over the vocabulary it is several
+  times faster than ``_int_mm``.
 
-Without such instructions (plain AVX2) ``_int_mm`` runs a reference loop some twenty times
-slower than a float32 product, and fbgemm multiplies unsigned by signed bytes into 16-bit pairs
-that saturate for 8-bit inputs: one outlier channel corrupts whole rows. There fbgemm computes
-every product with 7-bit inputs (its ``reduce_range``, which cannot saturate), each row scaled
-to the same range first, so the one scale fbgemm takes for the input is every row's own.
+fbgemm quantises its whole input with one scale (from the input's minimum and maximum), so on
+its own a row's product would depend on the rows beside it, and the K+1 rows that verify a draft
+would not compute what K+1 one-row steps compute. Each row is therefore first divided by its own
+largest magnitude, and two constant columns, +1 and -1 (against zero weights), fix the input's
+range at [-1, 1] whatever the row count: fbgemm's one scale is every row's own, the integer
+product of a row does not see the others, and the result is multiplied back per row. A row's
+product is the same bit for bit alone or among up to ``FEW_ROWS`` rows, so speculative decoding
+verifies with the very logits greedy steps compute.
+
+Without 32-bit sums (plain AVX2) ``_int_mm`` runs a reference loop some twenty times slower than a
+float32 product, and fbgemm multiplies unsigned by signed bytes into 16-bit pairs that saturate for
+8-bit inputs: one outlier channel corrupts whole rows. There fbgemm computes every product, at any
+row count, with 7-bit inputs (its ``reduce_range``, which cannot saturate), rows scaled as above.
 
 All kernels dequantise exactly the same int8 weights, and the float model is untouched: a model
 is quantised by replacing its layers (``quantize_linear_layers``).
@@ -37,7 +45,8 @@ from torch import Tensor, nn
 
 from stenoflow.model.cpu_features import native_int8_dot
 
-FEW_ROWS = 16  # at most this many rows take the fbgemm kernel
+FEW_ROWS = 16  # at most this many rows take the fbgemm kernel (with 32-bit int8 sums)
+_RANGE = 2  # the constant columns +1 and -1 that fix fbgemm's input range (see the module docstring)
 
 
 @functools.cache
@@ -53,13 +62,15 @@ def quantize_rows(weight: Tensor) -> tuple[Tensor, Tensor]:
     return q, scale.float()
 
 
-def _prepack(q: Tensor, scale: Tensor, bias: Tensor | None) -> object:
-    """fbgemm's packed weight for ``quantized.linear_dynamic`` (per-channel int8 scales)."""
+def _prepack(q: Tensor, scale: Tensor) -> object:
+    """fbgemm's packed weight for ``quantized.linear_dynamic`` (per-channel int8 scales), with zero
+    weights for the two range columns after the input's own."""
+    q = torch.cat([q, q.new_zeros(q.shape[0], _RANGE)], dim=1)
     with warnings.catch_warnings():  # quantized tensor types are deprecated, not removed, in 2.x
         warnings.simplefilter("ignore", UserWarning)
         zero = torch.zeros(q.shape[0], dtype=torch.long)
         qw = torch._make_per_channel_quantized_tensor(q, scale.double(), zero, 0)
-        return torch.ops.quantized.linear_prepack(qw, bias)
+        return torch.ops.quantized.linear_prepack(qw, None)
 
 
 class Int8Linear(nn.Module):
@@ -76,8 +87,9 @@ class Int8Linear(nn.Module):
         self.register_buffer("scale", scale)
         self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
         self.int8_dot = _int8_dot() if int8_dot is None else int8_dot
-        # Without 32-bit sums the rows are rescaled after the product, so the bias is added then.
-        self._packed = _prepack(q, scale, self.bias if self.int8_dot else None)
+        # The rows are rescaled after the product, so the bias is added then.
+        self._packed = _prepack(q, scale)
+        self._ends = torch.tensor([[1.0, -1.0]])  # the range columns
 
     @classmethod
     def from_linear(cls, layer: nn.Linear) -> Int8Linear:
@@ -91,12 +103,7 @@ class Int8Linear(nn.Module):
         if self.takes_rows(x):
             return self.of_rows(QuantizedRows.of(x))
         shape = x.shape
-        rows = x.numel() // shape[-1]
-        flat = x.reshape(rows, shape[-1]).float()
-        if self.int8_dot:  # a few rows
-            y = torch.ops.quantized.linear_dynamic(flat, self._packed, False)
-        else:
-            y = self._forward_7bit(flat, rows)
+        y = self._few_rows(x.reshape(-1, shape[-1]).float())
         return y.reshape(*shape[:-1], self.out_features)
 
     def takes_rows(self, x: Tensor) -> bool:
@@ -111,14 +118,14 @@ class Int8Linear(nn.Module):
             y.add_(self.bias)
         return y.reshape(*x.shape[:-1], self.out_features)
 
-    def _forward_7bit(self, flat: Tensor, rows: int) -> Tensor:
-        """fbgemm with 7-bit inputs, each row first scaled to a largest magnitude of one."""
-        if rows == 1:
-            y = torch.ops.quantized.linear_dynamic(flat, self._packed, True)
-        else:
-            top = flat.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12)
-            y = torch.ops.quantized.linear_dynamic(flat / top, self._packed, True).mul_(top)
-        return y if self.bias is None else y.add_(self.bias)
+    def _few_rows(self, flat: Tensor) -> Tensor:
+        """fbgemm on rows (R, in) each divided by its largest magnitude, the range fixed by the two
+        constant columns (see the module docstring): each row's result is its own alone. 8-bit
+        inputs with 32-bit sums, else 7-bit ones."""
+        top = torch.linalg.vector_norm(flat, float("inf"), dim=1, keepdim=True).clamp_min_(1e-12)
+        scaled = torch.cat([flat / top, self._ends.expand(flat.shape[0], _RANGE)], dim=1)
+        y = torch.ops.quantized.linear_dynamic(scaled, self._packed, not self.int8_dot)
+        return y.mul_(top) if self.bias is None else torch.addcmul(self.bias, y, top)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row"

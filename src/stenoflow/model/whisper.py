@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from stenoflow.model.dims import ModelDims
 from stenoflow.model.kv_cache import CrossKV, SelfAttentionCache
-from stenoflow.model.quant import SharedInput
+from stenoflow.model.quant import FEW_ROWS, SharedInput
 
 if TYPE_CHECKING:
     from stenoflow.model.pass_batch import PassBatcher
@@ -152,7 +152,12 @@ class MultiHeadAttention(nn.Module):
             qh, kh, vh = (self.heads(y.view(p.batch, p.length, -1)) for y in (qp, kp, vp))
             if p.cache is not None:
                 kh, vh = p.cache.write(layer, kh, vh, p.offset)
-            out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=p.mask)
+            if p.row_by_row:  # row i over the keys up to its own position, as a one-row step
+                out = torch.cat([F.scaled_dot_product_attention(qh[:, :, i : i + 1], kh[:, :, : p.offset + i + 1],
+                                                                vh[:, :, : p.offset + i + 1])
+                                 for i in range(p.length)], dim=2)
+            else:
+                out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=p.mask)
             outs.append(self.merge(out).reshape(p.rows, -1))
         return self.out(p_cat(outs))
 
@@ -171,6 +176,9 @@ class MultiHeadAttention(nn.Module):
             qh = self.heads(qp.view(p.batch, p.length, -1))  # (B, H, T, D/H)
             if k.shape[0] == 1 and p.batch > 1:
                 out = F.scaled_dot_product_attention(self.heads(qp.view(1, p.rows, -1)), k, v)
+            elif p.row_by_row:
+                out = torch.cat([F.scaled_dot_product_attention(qh[:, :, i : i + 1], k, v) for i in range(p.length)],
+                                dim=2)
             else:
                 out = F.scaled_dot_product_attention(qh, k, v)
             if p.record and p.cache is not None and p.cache.records(layer):
@@ -204,6 +212,15 @@ class PassPart:
     @property
     def rows(self) -> int:
         return self.batch * self.length
+
+    @property
+    def row_by_row(self) -> bool:
+        """Whether attention runs one new position at a time: for a few positions of one sequence
+        (a pass that verifies a draft), so that each computes, bit for bit, what a one-row step at
+        its position computes (the attention kernel's sums over keys and head dimensions depend on
+        the number of query rows). The linear layers see all rows at once; in int8 each row's
+        product is its own alone too (see ``model.quant``)."""
+        return self.cache is not None and self.batch == 1 and 1 < self.length <= FEW_ROWS
 
 
 def p_split(x: Tensor, parts: Sequence[PassPart]) -> Sequence[Tensor]:
@@ -393,8 +410,8 @@ class TextDecoder(nn.Module):
         """``hidden`` of several callers' passes in one forward: their rows are packed into one
         matrix for every linear layer (the weights are read once for all), and only attention
         runs per caller, over its own cache and audio. Each caller gets what a pass of its own
-        gives (the same in float32; in int8 the few-row kernel quantises the packed activations
-        with one scale, as it does for the beams of one caller)."""
+        gives (up to the rounding of the float32 products, whose sums depend on the row count; in
+        int8 each row of a few is rounded and multiplied on its own, see ``model.quant``)."""
         parts: list[PassPart] = []
         xs: list[Tensor] = []
         for c in calls:
