@@ -70,12 +70,13 @@ class StoredInt8Linear(Int8Linear):
         self.register_buffer("bias", torch.empty(out_features, device=meta) if bias else None)
         self.int8_dot = _int8_dot() if int8_dot is None else int8_dot
         self._packing: object | None = None
+        self._ends = torch.tensor([[1.0, -1.0]])  # the range columns (see Int8Linear)
 
     @property
     def _packed(self) -> object:  # type: ignore[override]
         packed = self._packing
         if packed is None:
-            packed = _prepack(self.q, self.scale, self.bias if self.int8_dot else None)
+            packed = _prepack(self.q, self.scale)
             self._packing = packed
         return packed
 
