@@ -617,3 +617,41 @@ def test_speech_skipped_after_a_pause_is_heard_once_the_pause_is_cut_away() -> N
     committed += session.finish().committed
     assert text(committed) == "one two three four five six seven eight nine ten eleven twelve"
     assert max(offsets) == pytest.approx(5.0 - 0.3, abs=0.05)  # cut to just before the sound
+
+
+def test_a_cut_never_drops_speech_said_after_the_committed_words() -> None:
+    """A round that skipped a sentence lays the next one's words (or the last committed word)
+    over it, and its boundaries there are no place to cut: the sentence would leave the buffer
+    untranscribed. Cuts stop before speech that starts after the committed words."""
+    rng = np.random.default_rng(0)
+    said = [(0.0, 2.0), (4.0, 6.0)]  # committed, then a sentence no round wrote yet
+    audio = 1e-4 * rng.standard_normal(8 * SR)
+    for a, b in said:
+        audio[round(a * SR): round(b * SR)] += 0.3 * np.sin(np.arange(round((b - a) * SR)) * 0.1)
+    session = StreamSession(FakeModel(), StreamOptions(**WHISPER_S))  # type: ignore[arg-type]
+    session.buffer.append(audio.astype(np.float32))
+    committed = words("one two three four", width=0.5)
+    session.agreement.update(committed)
+    assert session.agreement.update(committed)  # agreed: committed to 2.0 s
+    session._cut(5.0, snap=(4.75, 5.25))
+    assert 2.0 <= session.buffer.offset <= 4.0
+    session._cut(7.0)
+    assert session.buffer.offset <= 4.0
+    # With nothing said after the committed words, the cut goes where it was asked to.
+    quiet = StreamSession(FakeModel(), StreamOptions(**WHISPER_S))  # type: ignore[arg-type]
+    quiet.buffer.append(np.concatenate([audio[: 3 * SR], 1e-4 * rng.standard_normal(5 * SR)]).astype(np.float32))
+    quiet.agreement.update(committed)
+    quiet.agreement.update(committed)
+    quiet._cut(5.0)
+    assert quiet.buffer.offset == pytest.approx(5.0)
+
+
+def test_onset_after_pause_skips_a_sound_under_way() -> None:
+    buffer = AudioBuffer()
+    audio = np.zeros(4 * SR, dtype=np.float32) + 1e-5
+    audio[: SR] = 0.3
+    audio[2 * SR: 3 * SR] = 0.3
+    buffer.append(audio)
+    assert buffer.onset_after_pause(0.5, 4.0) == pytest.approx(2.0, abs=0.021)
+    assert buffer.onset_after_pause(1.5, 4.0) == pytest.approx(2.0, abs=0.021)
+    assert buffer.onset_after_pause(2.5, 4.0) is None  # the rest of a sound, then quiet

@@ -99,6 +99,16 @@ class AudioBuffer:
         _, loud = self._sound_frames(lo, hi)
         return float(loud.sum()) * SOUND_FRAME_S
 
+    def onset_after_pause(self, lo: float, hi: float) -> float | None:
+        """Absolute time where the first sound after a quiet frame between ``lo`` and ``hi``
+        begins: something said anew, not the rest of a sound already under way at ``lo``."""
+        first, loud = self._sound_frames(lo, hi)
+        quiet = np.flatnonzero(~loud)
+        if quiet.size == 0:
+            return None
+        hits = np.flatnonzero(loud[quiet[0]:])
+        return None if hits.size == 0 else self.offset + (first + int(quiet[0] + hits[0])) * SOUND_FRAME_S
+
     def sound_after_pause(self, lo: float, hi: float) -> float:
         """Seconds of sound between absolute times ``lo`` and ``hi`` after the first quiet frame:
         what was said after a pause, not the rest of a sound already under way at ``lo``."""

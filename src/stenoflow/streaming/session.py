@@ -39,6 +39,7 @@ _PRUNE_AT = 2000  # committed words kept for the prompt before old ones are drop
 SNAP_S = 0.25  # a cut moves to the quietest point this close to the aligned boundary
 LAST_WORD_LEAD_S = 0.3  # ... or, after a stall, this far before the last word's aligned start
 ONSET_LEAD_S = 0.3  # a cut in a round that heard nothing stays this far before the first sound
+SPEECH_LEAD_S = 0.1  # any cut stays this far before speech that starts after the committed words
 # A hypothesis that jumps over a gap this long holding this much sound skipped speech: it is
 # trusted only up to the jump while the gap is this recent (later rounds usually hear it).
 SKIP_GAP_S = 1.5
@@ -67,7 +68,7 @@ class StreamOptions:
     of up to 30 s); a few fields apply to one of them only, as their comments say.
 
     The defaults are what ``stenoflow stream`` runs: the configuration the streaming benchmark
-    found fastest at its accuracy (see the README). Fields left at ``None`` or ``"auto"`` take
+    found fastest at its accuracy (see docs/live-captions.md). Fields left at ``None`` or ``"auto"`` take
     the policy's and the model's own choice when a session opens (``resolved``)."""
 
     step: float = 0.35  # seconds of new audio between rounds (back-to-back when rounds are slower)
@@ -79,11 +80,11 @@ class StreamOptions:
     # live, without the hush word: the encoder hears the buffer padded with silence to a window of
     # this many seconds (at least 5 s of silence after it; 30: Whisper's own window). A 15 s
     # window gains most of what 30 s padding gains over the hush word (about a WER point) at
-    # half its compute (see the README).
+    # half its compute (see docs/live-captions.md).
     window_s: float = 15.0
     # live, in such a window: the encoder computes the speech's positions only and takes the
     # silence's from a kept pass over silence alone (stenoflow.model.silence): the encoder at a
-    # third of its cost, at the same WER on the streaming benchmark (see the README).
+    # third of its cost, at the same WER on the streaming benchmark (see docs/live-captions.md).
     silence_cache: bool = True
     # The previous round guides decoding: whisper-s "prune" (token by token) or "verify" (one
     # pass); live "draft" (its unconfirmed tokens, verified in one pass). "auto": "verify" for
@@ -433,7 +434,20 @@ class StreamSession:
         return True
 
     def _cut(self, time_s: float, snap: tuple[float, float] | None = None) -> None:
-        """Cut the buffer at ``time_s``, or at the quietest point of the ``snap`` interval."""
+        """Cut the buffer at ``time_s``, or at the quietest point of the ``snap`` interval, but
+        never past speech that starts after the committed words (while the buffer fits the cap).
+
+        A round that skipped a sentence places the next one's words, or stretches the last
+        committed word, over it; a cut at those words' boundaries would drop the sentence
+        untranscribed. The speech counted starts after a pause: the rest of the last committed
+        word, which DTW often ends early, does not hold the cut back.
+        """
+        committed_end = max(self.agreement.committed_end, self.buffer.offset)
+        onset = self.buffer.onset_after_pause(committed_end, max((time_s, *(snap or ()))))
+        if onset is not None:
+            bound = max(onset - SPEECH_LEAD_S, committed_end, self.buffer.end - self.options.max_buffer_s)
+            time_s = min(time_s, bound)
+            snap = None if snap is None else (min(snap[0], bound), min(snap[1], bound))
         if snap is not None:
             time_s = self.buffer.quietest(*snap)
         new_offset = self.buffer.trim_to(time_s)
