@@ -256,6 +256,24 @@ def test_a_hearing_that_only_resembles_the_committed_end_is_new() -> None:
     assert new_words([hw(" clubs.", 8.35, 8.6), *seven], COMMITTED[:3], 8.6) == seven
 
 
+def test_the_word_left_unconfirmed_heard_first_is_new_wherever_dtw_puts_it() -> None:
+    # The buffer starts with the committed "Hello." (27.5-28.4 s); the decoder skipped it and
+    # wrote "Down. Enter.", and DTW, which starts at the buffer's start, laid "Down." over it.
+    hello = [hw(" Hello.", 27.5, 28.4)]
+    down, enter = hw(" Down.", 27.0, 28.5, heard_at=31.0), hw(" Enter.", 31.3, 33.3)
+    runs = [(27.5, 28.4), (30.6, 31.0), (33.0, 33.5)]
+    pending = [hw(" Down.", 29.4, 30.8)]
+    # By time alone it re-transcribes the committed word, and is lost ...
+    assert new_words([down, enter], hello, 28.4, runs=runs) == [enter]
+    # ... but it is the word the last round left unconfirmed, laid over the first speech after
+    # the committed words.
+    fresh = new_words([down, enter], hello, 28.4, runs=runs, pending=pending)
+    assert [w.word.word for w in fresh] == [" Down.", " Enter."]
+    assert (fresh[0].word.start, fresh[0].word.end) == (30.6, 31.0)
+    # A first word said as a committed one is still judged by time ("Hello." heard again).
+    assert new_words([hw(" Hello.", 27.0, 28.5), enter], hello, 28.4, runs=runs, pending=[hw(" Hello.", 29.0, 30.0)]) == [enter]
+
+
 def test_an_echo_is_the_longest_verbatim_repeat_of_the_committed_end() -> None:
     echo = [hw(" Open", 9.9, 10.0), hw(" the", 10.0, 10.0), hw(" front", 10.0, 10.0), hw(" door", 10.0, 10.0)]
     assert echo_length(echo, COMMITTED) == 4  # punctuation and case aside
@@ -856,7 +874,7 @@ def test_a_prompt_is_the_last_whole_committed_words_that_fit() -> None:
     assert prompt_tokens(words, 12) == (198, 199)  # never part of a word
     assert prompt_tokens(words, 4) == ()
     assert prompt_tokens(words[:3], 600) == (0, 1, 2)
-    # A live stream's prompt holds more than Whisper-Streaming's 200 characters (see the README).
+    # A live stream's prompt holds more than Whisper-Streaming's 200 characters (see docs/live-captions.md).
     live, whisper_s = StreamOptions().prompt_limit, StreamOptions(policy="whisper-s").prompt_limit
     assert len(prompt_tokens(words, live)) == live // 5 > len(prompt_tokens(words, whisper_s)) == 40
     assert StreamOptions(prompt_chars=0).prompt_limit == 0

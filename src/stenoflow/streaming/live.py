@@ -341,7 +341,7 @@ class LiveSession:
         stream's final hearing, which no later round repeats."""
         context = self._committed[max(0, min(first, len(self._committed) - FRESH_CONTEXT_WORDS)) :]
         fresh = self._unechoed(new_words(words, context, self._committed_end, self.buffer.sound_after_pause,
-                                         self._speech_runs()), end)
+                                         self._speech_runs(), self._tail), end)
         return where_spoken(self._spoken(fresh, end, final), self.speech.seconds, end, self.options.margin_s)
 
     def _spoken(self, words: list[HeardWord], end: float, final: bool) -> list[HeardWord]:
@@ -711,7 +711,8 @@ def prompt_tokens(before: Sequence[HeardWord], max_chars: int) -> tuple[int, ...
 
 
 def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], committed_end: float,
-              sound: Sound | None = None, runs: Sequence[tuple[float, float]] = ()) -> list[HeardWord]:
+              sound: Sound | None = None, runs: Sequence[tuple[float, float]] = (),
+              pending: Sequence[HeardWord] = ()) -> list[HeardWord]:
     """The words of a hypothesis after those that re-transcribe ``committed`` (the committed
     words its audio may hold, the last ending at ``committed_end``): by text where the two
     clearly line up (two words or more, or the last committed word heard again before the
@@ -724,7 +725,12 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     (see :func:`on_speech`), as the committed words were: a later round that heard the last
     committed word differently ("Play some charts." over the committed "Play some shots.")
     stretches it over the pause after it, where it lay mostly after the committed end and was
-    committed again, and the word after it a third time ("shots. charts. jazz")."""
+    committed again, and the word after it a third time ("shots. charts. jazz").
+
+    DTW starts a hypothesis at its buffer's start: where the decoder skipped the committed words
+    still in the buffer, it lays its first word over them ("Down." over the committed "Hello.").
+    A first word that is the first word left unconfirmed (``pending``) and none of the committed
+    words is that word, and new, wherever it lies."""
     if committed and words:
         # Compared as said (see :func:`spoken_keys`): "$42" re-transcribes "42 dollars". Of a
         # word the alignment ends inside ("$42.50." after the committed "42 dollars and 50"),
@@ -762,10 +768,24 @@ def new_words(words: Sequence[HeardWord], committed: Sequence[HeardWord], commit
     # By time: a word is new when most of it lies after the committed words, and it does not
     # start deep inside them: that is a committed word whose end DTW stretched over
     # audio the decoder did not hear ("day." over 71.6-77.8 s, after it stopped at "in a day.").
+    if words and pending and first_pending(words[0], pending[0], committed[-CONTEXT_WORDS:]):
+        # laid over the first speech after the committed words, and no further than the next word
+        first = words[0].word
+        run = next(((a, b) for a, b in runs if a >= committed_end - TIME_TOLERANCE_S), None)
+        if first.start < committed_end and run is not None:
+            end = min(run[1], words[1].word.start) if len(words) > 1 else run[1]
+            first = replace(first, start=run[0], end=max(run[0], end))
+        return drop_clipped_repeat([replace(words[0], word=first), *words[1:]], committed[-2:], sound=sound)
     placed = on_speech(words, runs) if runs else words
     fresh = [w for w, p in zip(words, placed, strict=True)
              if mostly_after(p, committed_end) and w.word.start >= committed_end - MISPLACED_S]
     return drop_clipped_repeat(fresh, committed[-2:], sound=sound)
+
+
+def first_pending(word: HeardWord, pending: HeardWord, committed: Sequence[HeardWord]) -> bool:
+    """Whether ``word`` is said as ``pending`` is and as none of ``committed`` is."""
+    keys = spoken_keys([word.word.word])
+    return keys == spoken_keys([pending.word.word]) and all(keys != spoken_keys([c.word.word]) for c in committed)
 
 
 def said_last(committed: Sequence[HeardWord]) -> str:
