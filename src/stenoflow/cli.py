@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
     add_model_args(st)
     st.add_argument("--variant", default=None,
-                    help="a named variant, e.g. live+hush+draft or whisper-s+hush+verify (see README)")
+                    help="a named variant, e.g. live+hush+draft or whisper-s+hush+verify (see docs/live-captions.md)")
     st.add_argument("--policy", default=None, choices=["live", "whisper-s"], help="session policy")
     st.add_argument("--step", type=float, default=None, help="seconds of new audio between rounds")
     st.add_argument("--beam-size", type=int, default=None, help="beams per round (1 = greedy)")
@@ -404,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
 def compute_for(device: str) -> str:
     """The precision a command loads on ``device`` when none is given: what ``load_model`` loads
     (:func:`stenoflow.model.compute.default_compute`): int8 on the CPU, where it is about twice as
-    fast as float32 at the same WER (README: Benchmarks, Live captions, Voice commands), with the
+    fast as float32 at the same WER (docs/benchmarks.md, docs/live-captions.md, docs/voice-commands.md), with the
     encoder in bfloat16 where the CPU has bfloat16 matrix units; float16 on CUDA."""
     return default_compute(device)
 

@@ -23,7 +23,7 @@ class ServerOptions:
     # Sessions whose rounds run together, their decoder passes merged into one forward (1: one
     # round at a time, unmerged). 1 by default: with the live default's 15 s window a round is
     # mostly encoder, which merging does not share, and the serve benchmark's p90 latency at four
-    # streams was two to three times higher merged (see the README's sizing table).
+    # streams was two to three times higher merged (see the sizing table in docs/server.md).
     batch: int = 1
 
     def __post_init__(self) -> None:

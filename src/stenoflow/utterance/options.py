@@ -10,7 +10,7 @@ from stenoflow.utterance.endpoint import EndpointOptions
 @dataclass(frozen=True)
 class UtteranceOptions:
     """The defaults are what ``stenoflow listen`` runs: every shortcut of seed 001 that keeps the
-    full decode's text (see the README's utterance benchmark)."""
+    full decode's text (see the utterance benchmark in docs/voice-commands.md)."""
 
     language: str | None = "en"  # None: detected per utterance (multilingual models)
     beam_size: int = 5  # the final pass's beam (pilots are greedy)
