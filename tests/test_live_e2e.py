@@ -22,7 +22,7 @@ from stenoflow.model.compute import cpu_compute
 from stenoflow.streaming.drivers import MODES, ScheduledClock, StreamRun, run_stream
 from stenoflow.streaming.live import same_number
 from stenoflow.streaming.live_round import DRAFT_SLACK, Heard, LiveRound, RoundInput
-from stenoflow.streaming.session import StreamOptions
+from stenoflow.streaming.options import StreamOptions
 
 if TYPE_CHECKING:
     from stenoflow.api import Model

@@ -10,7 +10,7 @@ from stenoflow.bench.failure_streams import CASES, FailureCase, failure_stream
 from stenoflow.bench.lost import lost_phrases
 from stenoflow.bench.normalize import normalize_words
 from stenoflow.streaming.drivers import EmittedWord, run_stream
-from stenoflow.streaming.session import StreamOptions
+from stenoflow.streaming.options import StreamOptions
 
 pytestmark = pytest.mark.slow
 BY_NAME = {c.name: c for c in CASES}

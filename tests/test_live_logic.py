@@ -36,7 +36,7 @@ from stenoflow.streaming.live import (
     without_silent_runs,
 )
 from stenoflow.streaming.live_round import Heard, HeardWord, heard_copies, unheard_run
-from stenoflow.streaming.session import StreamOptions
+from stenoflow.streaming.options import StreamOptions
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
 

@@ -205,10 +205,11 @@ def test_long_form_transcription_with_a_draft_equals_greedy(base: Model, tiny_in
 
 
 def test_a_model_draft_restarts_at_its_prompt(base: Model, tiny_int8: Model, jfk_audio: np.ndarray) -> None:
-    from stenoflow.decoding.speculative import DraftModelProposer, SpeculativeDraft
+    from stenoflow.decoding.speculative import SpeculativeDraft
 
     pair = DraftModel.pair(tiny_int8.context, base.tokenizer)
-    proposer = DraftModelProposer(DraftWindow(pair, window(tiny_int8, jfk_audio)), DecodingOptions(language="en"), "en")
+    task = DecodingTask(base.context, DecodingOptions(language="en"))
+    proposer = task.draft_proposer(DraftWindow(pair, window(tiny_int8, jfk_audio)), "en")
     draft = SpeculativeDraft(proposer, base.tokenizer.eot, strict=False)
     first = draft.draft(4)
     assert len(first) == 4 and base.tokenizer.decode(list(first)).strip().startswith("And")

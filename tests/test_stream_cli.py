@@ -90,7 +90,7 @@ def test_stream_cli_runs_a_named_variant(jfk_path: Path, capsys: pytest.CaptureF
 
 def test_stream_cli_turns_commit_rules_off_or_sets_them(tmp_path: Path) -> None:
     from stenoflow.cli import build_parser, stream_options
-    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.streaming.options import StreamOptions
 
     def options(*flags: str) -> StreamOptions:
         return stream_options(build_parser().parse_args(["stream", str(tmp_path / "a.wav"), "--pipeline", "off",

@@ -12,7 +12,7 @@ from stenoflow.bench.datasets import JFK_TEXT, Clip, streams
 from stenoflow.bench.metrics import wer
 from stenoflow.streaming.drivers import run_stream
 from stenoflow.streaming.events import StreamUpdate, TimedWord
-from stenoflow.streaming.session import StreamOptions
+from stenoflow.streaming.options import StreamOptions
 
 if TYPE_CHECKING:
     from stenoflow.api import Model

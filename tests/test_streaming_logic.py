@@ -17,7 +17,8 @@ from stenoflow.streaming.policy import (
     repair_word_times,
 )
 from stenoflow.streaming.prompt import build_prompt, prompt_horizon
-from stenoflow.streaming.session import StreamOptions, StreamSession
+from stenoflow.streaming.options import StreamOptions
+from stenoflow.streaming.session import StreamSession
 
 SR = 16000
 

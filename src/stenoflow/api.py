@@ -22,7 +22,7 @@ from stenoflow.audio.features import HOP_LENGTH, log_mel_spectrogram
 from stenoflow.audio.hush import HushWord, find_hush
 from stenoflow.audio.io import N_SAMPLES, SAMPLE_RATE, WINDOW_S, load_audio, validate_samples
 from stenoflow.decoding.options import DecodingOptions, DecodingResult
-from stenoflow.decoding.task import DecoderContext, DecodingTask, detect_language
+from stenoflow.decoding.task import DecodingTask, detect_language
 from stenoflow.decoding.transcribe import (
     Segment,
     TranscribeOptions,
@@ -32,6 +32,7 @@ from stenoflow.decoding.transcribe import (
 )
 from stenoflow.model.build import build_whisper, to_device
 from stenoflow.model.compute import resolve_compute
+from stenoflow.model.context import DecoderContext
 from stenoflow.model.medusa import MedusaHeads, find_medusa, load_medusa
 from stenoflow.model.silence import SilenceCache
 from stenoflow.model.whisper import Whisper
@@ -41,7 +42,7 @@ from stenoflow.weights.registry import bundled_tokenizer_file, default_alignment
 
 if TYPE_CHECKING:
     from stenoflow.streaming.events import StreamingSession
-    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.streaming.options import StreamOptions
     from stenoflow.utterance.offload import OffloadOptions
     from stenoflow.utterance.options import UtteranceOptions
     from stenoflow.utterance.session import Utterance, UtteranceSession
@@ -193,7 +194,8 @@ class Model:
         ``overrides`` replace fields of ``options`` (step, policy, beam_size, ...). Sessions share
         the model read-only, so any number may run at once.
         """
-        from stenoflow.streaming.session import StreamOptions, open_session
+        from stenoflow.streaming.factory import open_session
+        from stenoflow.streaming.options import StreamOptions
 
         opts = replace(options or StreamOptions(), **overrides)  # type: ignore[arg-type]
         return open_session(self, opts)

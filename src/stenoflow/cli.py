@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from stenoflow.api import Model
     from stenoflow.bench.stream_bench import BenchLine
     from stenoflow.streaming.events import StreamUpdate
-    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.streaming.options import StreamOptions
     from stenoflow.utterance.offload import OffloadOptions
     from stenoflow.utterance.options import UtteranceOptions
 
@@ -789,7 +789,7 @@ def _or_off(parse: Callable[[str], float], what: str) -> Callable[[str], float |
 
 def stream_options(args: argparse.Namespace) -> StreamOptions:
     """StreamOptions from the defaults, the variant, then each option given on the command line."""
-    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.streaming.options import StreamOptions
     from stenoflow.streaming.threads import stored_split, with_stored_split
     from stenoflow.streaming.variants import parse_variant
 

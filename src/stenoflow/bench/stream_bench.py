@@ -39,7 +39,7 @@ from stenoflow.model.compute import cpu_compute
 from stenoflow.streaming.drivers import StreamRun, run_stream, write_word_log
 from stenoflow.streaming.events import StreamingSession
 from stenoflow.streaming.offline import OfflineSession
-from stenoflow.streaming.session import StreamOptions
+from stenoflow.streaming.options import StreamOptions
 from stenoflow.streaming.threads import stored_split, with_stored_split
 from stenoflow.streaming.variants import ABLATION, Stage
 

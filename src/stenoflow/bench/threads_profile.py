@@ -22,7 +22,7 @@ from stenoflow.bench.machine import machine_record
 from stenoflow.bench.metrics import wer
 from stenoflow.bench.varied import varied_stream
 from stenoflow.streaming.drivers import run_stream
-from stenoflow.streaming.session import StreamOptions
+from stenoflow.streaming.options import StreamOptions
 from stenoflow.streaming.threads import store_split
 
 log = logging.getLogger(__name__)

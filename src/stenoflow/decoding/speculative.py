@@ -27,7 +27,8 @@ search's output token for token; greedy decoding with a draft is.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -38,8 +39,8 @@ from stenoflow.decoding.token_bridge import TokenBridge
 from stenoflow.model.kv_cache import CrossKV
 
 if TYPE_CHECKING:
-    from stenoflow.decoding.options import DecodingOptions
-    from stenoflow.decoding.task import DecoderContext
+    from stenoflow.decoding.logit_filters import LogitFilter
+    from stenoflow.model.context import DecoderContext
     from stenoflow.tokenizer import Tokenizer
 
 
@@ -228,25 +229,14 @@ class DraftModelProposer:
     """Drafts with a small model: it brings its own KV cache in line with the kept tokens (mapped
     into its vocabulary, rolled back to the longest common prefix) and decodes K tokens ahead."""
 
-    def __init__(self, window: DraftWindow, options: DecodingOptions, language: str) -> None:
-        from stenoflow.decoding.task import DecodingTask
-
+    def __init__(self, window: DraftWindow, initial: list[int], filters: Sequence[LogitFilter], eot: int) -> None:
+        """``initial``: the draft's start of transcript (prompt and prefix included) and
+        ``filters`` its logit rules, both in its own vocabulary (see ``DecodingTask.draft_proposer``)."""
         draft = window.model
         ctx = draft.context
-        bridge = draft.to_draft
-        multilingual = ctx.tokenizer.multilingual
-        prompt = options.prompt if isinstance(options.prompt, str) or options.prompt is None \
-            else bridge.convert(options.prompt)
-        prefix = options.prefix if isinstance(options.prefix, str) or options.prefix is None \
-            else bridge.convert(options.prefix)
-        task = DecodingTask(ctx, replace(options, language=language if multilingual else None, prompt=prompt,
-                                         prefix=prefix, beam_size=None, best_of=None, patience=None,
-                                         reference=None, reference_mode=None, beam_gate=None,
-                                         record_alignment=False))
-        tok = ctx.tokenizer.with_options(language if multilingual else None, options.task)
-        self.initial = task.initial_tokens(tok)
-        self.filters = task.logit_filters(tok, len(self.initial))
-        self.eot = tok.eot
+        self.initial = initial
+        self.filters = list(filters)
+        self.eot = eot
         self.inference = Inference(ctx.model, window.cross, 1, ctx.model.dims.n_text_ctx)
         self.pending: torch.Tensor | None = self.inference.prefill(torch.tensor([self.initial]),
                                                                    [len(self.initial) - 1])[:, 0]

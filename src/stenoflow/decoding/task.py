@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -43,9 +43,9 @@ from stenoflow.decoding.strategies import (
     MaximumLikelihoodRanker,
     TokenDecoder,
 )
+from stenoflow.model.context import DecoderContext
 from stenoflow.model.kv_cache import CrossKV
 from stenoflow.model.medusa import MedusaHeads
-from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import TIME_PRECISION, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -55,16 +55,6 @@ def compression_ratio(text: str) -> float:
     """How well the text compresses: repetition loops compress far better than speech."""
     data = text.encode("utf-8")
     return len(data) / len(zlib.compress(data)) if data else 0.0
-
-
-@dataclass(frozen=True)
-class DecoderContext:
-    """What decoding needs from a loaded model besides the network."""
-
-    model: Whisper
-    tokenizer: Tokenizer
-    non_speech_tokens: tuple[int, ...]
-    alignment_heads: tuple[tuple[int, int], ...] = ()  # (layer, head) pairs that follow the audio
 
 
 @torch.inference_mode()
@@ -175,13 +165,30 @@ class DecodingTask:
         if draft is not None:  # the draft model or the heads write the draft past the fixed one (if any)
             first = matcher if isinstance(matcher, DraftMatcher) and o.reference else None
             proposer = MedusaProposer(draft, self.ctx.model.decoder, inference, tok.eot) \
-                if isinstance(draft, MedusaHeads) else DraftModelProposer(draft, o, tok.language or "en")
+                if isinstance(draft, MedusaHeads) else self.draft_proposer(draft, tok.language or "en")
             matcher = SpeculativeDraft(proposer, tok.eot, (o.beam_size or 1) > 1, first)
         verify = o.reference_mode in ("verify", "draft") or draft is not None
         verifier = DraftVerifier(inference, filters, o.typical) if verify else None
         return ReferenceGuidedDecoder(matcher, self.strategy(tok, sample_begin), o.beam_size or 1, tok.eot,
                                       verifier, max_length, o.beam_gate, o.beam_close,
                                       o.reference_hold)
+
+    def draft_proposer(self, window: DraftWindow, language: str) -> DraftModelProposer:
+        """A draft model's proposer for this decoding: the same prompt and prefix (in the draft's
+        vocabulary), its own initial tokens and logit rules, greedy and unguided."""
+        o = self.options
+        ctx = window.model.context
+        bridge = window.model.to_draft
+        multilingual = ctx.tokenizer.multilingual
+        prompt = o.prompt if isinstance(o.prompt, str) or o.prompt is None else bridge.convert(o.prompt)
+        prefix = o.prefix if isinstance(o.prefix, str) or o.prefix is None else bridge.convert(o.prefix)
+        task = DecodingTask(ctx, replace(o, language=language if multilingual else None, prompt=prompt,
+                                         prefix=prefix, beam_size=None, best_of=None, patience=None,
+                                         reference=None, reference_mode=None, beam_gate=None,
+                                         record_alignment=False))
+        tok = ctx.tokenizer.with_options(language if multilingual else None, o.task)
+        initial = task.initial_tokens(tok)
+        return DraftModelProposer(window, initial, task.logit_filters(tok, len(initial)), tok.eot)
 
     def single_row(self, draft: Drafter | None = None) -> bool:
         """Whether decoding starts at one row: under a reference, a draft (model or heads) or a confidence gate."""

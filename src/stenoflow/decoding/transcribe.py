@@ -26,7 +26,7 @@ from stenoflow.model.quant import FEW_ROWS
 from stenoflow.tokenizer import TIME_PRECISION
 
 if TYPE_CHECKING:
-    from stenoflow.api import Model
+    from stenoflow.model.protocol import SpeechModel
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class TranscriptionInfo:
 class Drafting:
     """A draft model for one transcription: its own log-mel of the audio, windows on demand."""
 
-    model: Model
+    model: SpeechModel
     pair: DraftModel
     mel: torch.Tensor  # (n_mels of the draft, frames)
 
@@ -153,7 +153,7 @@ class Drafting:
         return DraftWindow(self.pair, m.whisper.decoder.cross_kv(features))
 
 
-def decode_with_fallback(model: Model, cross: object, options: TranscribeOptions,
+def decode_with_fallback(model: SpeechModel, cross: object, options: TranscribeOptions,
                          prompt: list[int] | None, language: str | None,
                          speech_s: float | None = None, draft: Drafter | None = None) -> DecodingResult:
     """Decode at each temperature in turn until the result is neither a loop nor unlikely.
@@ -221,8 +221,8 @@ def split_segments(tokens: list[int], timestamp_begin: int, time_offset: float, 
     return [(time_offset, time_offset + duration, tokens)], segment_frames
 
 
-def transcribe(model: Model, audio: np.ndarray, options: TranscribeOptions,
-               progress: Callable[[float, float], None] | None = None, draft: Model | MedusaHeads | None = None
+def transcribe(model: SpeechModel, audio: np.ndarray, options: TranscribeOptions,
+               progress: Callable[[float, float], None] | None = None, draft: SpeechModel | MedusaHeads | None = None
                ) -> tuple[Iterator[Segment], TranscriptionInfo]:
     """Segments of ``audio`` (16 kHz mono float32), lazily, and the info that describes the run.
 
@@ -282,7 +282,7 @@ def speculation_inexact(compute: str, options: TranscribeOptions, medusa: bool) 
     return None
 
 
-def _describe(draft: Model | MedusaHeads | None) -> dict[str, object] | None:
+def _describe(draft: SpeechModel | MedusaHeads | None) -> dict[str, object] | None:
     if isinstance(draft, MedusaHeads):
         return {"medusa": draft.shape.kind, "heads": draft.shape.heads, "shortlist": len(draft.vocab)}
     return draft.describe() if draft is not None else None
@@ -303,7 +303,7 @@ def _digital_silence(samples: np.ndarray) -> bool:
     return samples.size == 0 or float(np.abs(samples).max()) < SILENCE_PEAK
 
 
-def _windows(model: Model, audio: np.ndarray, mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
+def _windows(model: SpeechModel, audio: np.ndarray, mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
              language: str, progress: Callable[[float, float], None] | None, info: TranscriptionInfo,
              drafting: Drafting | MedusaHeads | None) -> Iterator[Segment]:
     tok = model.tokenizer.with_options(language if model.tokenizer.multilingual else None, options.task)
@@ -380,7 +380,7 @@ def _count(stats: dict[str, float], *counters: dict[str, float], **more: float) 
             stats[key] = stats.get(key, 0.0) + value
 
 
-def _add_word_timings(model: Model, tok: object, segments: list[Segment], features: torch.Tensor,
+def _add_word_timings(model: SpeechModel, tok: object, segments: list[Segment], features: torch.Tensor,
                       num_frames: int, time_offset: float, not_before: float) -> float:
     """Align all text of the window at once, hand each segment its words, and let the words set
     the segment bounds (they are finer than the 20 ms timestamp tokens). Returns the last word end."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -23,10 +23,6 @@ from torch import Tensor, nn
 from stenoflow.model.dims import ModelDims
 from stenoflow.model.kv_cache import CrossKV, SelfAttentionCache
 from stenoflow.model.quant import FEW_ROWS, SharedInput
-
-if TYPE_CHECKING:
-    from stenoflow.model.pass_batch import PassBatcher
-
 
 Device = torch.device | str | None
 
@@ -329,6 +325,18 @@ class DecoderCall:
     cache: SelfAttentionCache | None
 
 
+class CallBatcher(Protocol):
+    """Merges the decoder passes of sessions that share a decoder (see ``model.pass_batch``)."""
+
+    def joined(self) -> bool:
+        """Whether the calling thread is one of the sessions whose passes are merged."""
+        ...
+
+    def submit(self, call: DecoderCall) -> Tensor:
+        """Run ``call`` in the next merged pass and return its output."""
+        ...
+
+
 class TextDecoder(nn.Module):
     def __init__(self, dims: ModelDims, device: Device = None) -> None:
         super().__init__()
@@ -350,7 +358,7 @@ class TextDecoder(nn.Module):
         # and this product is the largest of a decoding step.
         self.proj_t: Tensor | None = None
         # Set by a server whose sessions share this model: merges their decoder passes.
-        self.batcher: PassBatcher | None = None
+        self.batcher: CallBatcher | None = None
 
     def cross_kv(self, audio_features: Tensor) -> CrossKV:
         """Project the encoder output once into every layer's cross-attention keys and values

@@ -67,9 +67,9 @@ from stenoflow.streaming.rules import dropped
 from stenoflow.streaming.speech import SpeechTrack
 
 if TYPE_CHECKING:
-    from stenoflow.api import Model
+    from stenoflow.model.protocol import SpeechModel
+    from stenoflow.streaming.options import StreamOptions
     from stenoflow.streaming.pipeline import Pipeline
-    from stenoflow.streaming.session import StreamOptions
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ SURE_ALONE_P = 0.5
 class LiveSession:
     """Push 16 kHz mono samples, get committed words and the unconfirmed tail (live rounds)."""
 
-    def __init__(self, model: Model, options: StreamOptions, pipeline: Pipeline | None = None) -> None:
+    def __init__(self, model: SpeechModel, options: StreamOptions, pipeline: Pipeline | None = None) -> None:
         self.model = model
         self.options = options = options.resolved(model)
         self.round = LiveRound(model, options)

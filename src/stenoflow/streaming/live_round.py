@@ -50,8 +50,8 @@ from stenoflow.streaming.rules import dropped
 from stenoflow.tokenizer import TIME_PRECISION
 
 if TYPE_CHECKING:
-    from stenoflow.api import Model
-    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.model.protocol import SpeechModel
+    from stenoflow.streaming.options import StreamOptions
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class Heard:
 class LiveRound:
     """The model side of a live round; holds no stream state, so stages may run anywhere."""
 
-    def __init__(self, model: Model, options: StreamOptions) -> None:
+    def __init__(self, model: SpeechModel, options: StreamOptions) -> None:
         self.model = model
         self.options = options
         if options.hush and model.hush is None:

@@ -14,15 +14,16 @@ import numpy as np
 
 from stenoflow.audio.features import N_FRAMES
 from stenoflow.audio.io import validate_samples
+from stenoflow.decoding.transcribe import TranscribeOptions, transcribe
 from stenoflow.streaming.buffer import SAMPLE_RATE
 from stenoflow.streaming.events import StreamUpdate, TimedWord
 
 if TYPE_CHECKING:
-    from stenoflow.api import Model
+    from stenoflow.model.protocol import SpeechModel
 
 
 class OfflineSession:
-    def __init__(self, model: Model, beam_size: int = 5, language: str | None = "en") -> None:
+    def __init__(self, model: SpeechModel, beam_size: int = 5, language: str | None = "en") -> None:
         self.model = model
         self.beam_size = beam_size
         self.language = language
@@ -51,8 +52,8 @@ class OfflineSession:
             windows += 1  # called once per decoded 30 s window
 
         t0 = time.perf_counter()
-        segments, _ = self.model.transcribe(audio, progress=progress, beam_size=self.beam_size,
-                                            language=self.language, word_timestamps=True)
+        options = TranscribeOptions(beam_size=self.beam_size, language=self.language, word_timestamps=True)
+        segments, _ = transcribe(self.model, audio, options, progress)
         words = [TimedWord(w.word, w.start, w.end, w.probability) for s in segments for w in (s.words or [])]
         stats = {"audio_s": audio.size / SAMPLE_RATE, "encoder_mel_frames": float(windows * N_FRAMES),
                  "encoder_gflop": windows * self.model.dims.encoder_flops(N_FRAMES) / 1e9,

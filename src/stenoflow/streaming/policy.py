@@ -35,8 +35,8 @@ from stenoflow.decoding.transcribe import split_segments, window
 from stenoflow.streaming.events import TimedWord
 
 if TYPE_CHECKING:
-    from stenoflow.api import Model
-    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.model.protocol import SpeechModel
+    from stenoflow.streaming.options import StreamOptions
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class PreviousRound:
 class RoundPolicy(Protocol):
     name: str
 
-    def run(self, model: Model, samples: np.ndarray, prompt: str,
+    def run(self, model: SpeechModel, samples: np.ndarray, prompt: str,
             previous: PreviousRound | None) -> RoundResult:
         """Transcribe ``samples`` (the whole buffer, <= 30 s) into words with relative times."""
 
@@ -107,7 +107,7 @@ class WhisperRound:
                                reference=reference if guided else None, reference_mode=self.guide if guided else None,
                                beam_gate=self.gate)
 
-    def encoder_input(self, model: Model, samples: np.ndarray) -> Tensor:
+    def encoder_input(self, model: SpeechModel, samples: np.ndarray) -> Tensor:
         """Log-mel of what the encoder hears: speech ⊕ hush word, or speech padded to 30 s.
 
         A buffer too long for the hush word to fit in 30 s is padded (it is nearly 30 s anyway).
@@ -120,7 +120,7 @@ class WhisperRound:
                 return model.features(model.hush.append(samples))
         return window(model.features(samples, padding=N_SAMPLES), 0, samples.size // HOP_LENGTH)
 
-    def reference(self, model: Model, previous: PreviousRound | None) -> tuple[int, ...] | None:
+    def reference(self, model: SpeechModel, previous: PreviousRound | None) -> tuple[int, ...] | None:
         """The previous round's words still in the buffer, as tokens (None: nothing to follow)."""
         if self.guide is None or previous is None:
             return None
@@ -130,7 +130,7 @@ class WhisperRound:
         return tuple(model.tokenizer.encode("".join(kept)))
 
     @torch.inference_mode()
-    def run(self, model: Model, samples: np.ndarray, prompt: str,
+    def run(self, model: SpeechModel, samples: np.ndarray, prompt: str,
             previous: PreviousRound | None) -> RoundResult:
         if samples.size > N_SAMPLES:
             raise ValueError(f"a round takes at most 30 s of audio, got {samples.size / SAMPLE_RATE:.2f} s")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from stenoflow.weights.registry import default_cache_dir
 
 if TYPE_CHECKING:
-    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.streaming.options import StreamOptions
 
 log = logging.getLogger(__name__)
 

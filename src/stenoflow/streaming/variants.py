@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stenoflow.streaming.session import StreamOptions
+    from stenoflow.streaming.options import StreamOptions
 
 GATE_NATS = 1.0  # the confidence gate a +gate variant uses
 PIPELINE_THREADS = (1, 1)  # the executors of a +pipe variant when none was profiled
@@ -98,7 +98,7 @@ class Stage:
 
     def options(self, pipeline: tuple[int, int] | None = None) -> StreamOptions:
         """The stream options of this stage (``pipeline``: see ``Variant.apply``)."""
-        from stenoflow.streaming.session import StreamOptions
+        from stenoflow.streaming.options import StreamOptions
 
         base = StreamOptions(step=self.step, beam_size=self.beam_size, context_s=self.context_s,
                              commit_confident=self.commit_confident, silence_cache=self.silence_cache)

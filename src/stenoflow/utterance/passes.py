@@ -24,7 +24,7 @@ from stenoflow.decoding.task import DecodingTask
 from stenoflow.utterance.options import UtteranceOptions
 
 if TYPE_CHECKING:
-    from stenoflow.api import Model
+    from stenoflow.model.protocol import SpeechModel
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class Hypothesis:
 class UtteranceDecoder:
     """Pilot and final decodings of utterance audio on one model."""
 
-    def __init__(self, model: Model, options: UtteranceOptions) -> None:
+    def __init__(self, model: SpeechModel, options: UtteranceOptions) -> None:
         if options.hush and model.hush is None:
             raise ValueError(f"no hush word for model {model.name!r}: train one with `stenoflow train-hush` "
                              "or turn hush off")

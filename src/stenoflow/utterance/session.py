@@ -31,7 +31,7 @@ from stenoflow.utterance.options import UtteranceOptions
 from stenoflow.utterance.passes import Hypothesis, UtteranceDecoder
 
 if TYPE_CHECKING:
-    from stenoflow.api import Model
+    from stenoflow.model.protocol import SpeechModel
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class Utterance:
 class UtteranceSession:
     """Endpointing, pilots, the final pass and the offramp for one audio stream (16 kHz mono)."""
 
-    def __init__(self, model: Model, options: UtteranceOptions, remote: Remote | None = None,
+    def __init__(self, model: SpeechModel, options: UtteranceOptions, remote: Remote | None = None,
                  offload_perplexity: float = float("inf")) -> None:
         self.options = options
         self.decoder = UtteranceDecoder(model, options)
