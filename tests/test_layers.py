@@ -40,10 +40,10 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     stack: list[str] = []
     on_stack: set[str] = set()
     found = []
-    for root in graph:
+    for root, below in graph.items():
         if root in index:
             continue
-        work = [(root, iter(sorted(graph[root])))]
+        work = [(root, iter(sorted(below)))]
         index[root] = low[root] = len(index)
         stack.append(root)
         on_stack.add(root)

@@ -20,9 +20,9 @@ from stenoflow.bench.tts import Voice
 from stenoflow.bench.varied import varied_stream
 from stenoflow.model.compute import cpu_compute
 from stenoflow.streaming.drivers import MODES, ScheduledClock, StreamRun, run_stream
-from stenoflow.streaming.live import same_number
 from stenoflow.streaming.live_round import DRAFT_SLACK, Heard, LiveRound, RoundInput
 from stenoflow.streaming.options import StreamOptions
+from stenoflow.streaming.word_rules import same_number
 
 if TYPE_CHECKING:
     from stenoflow.api import Model

@@ -18,7 +18,10 @@ from stenoflow.streaming.commit import (
     spoken_prefix,
 )
 from stenoflow.streaming.events import TimedWord
-from stenoflow.streaming.live import (
+from stenoflow.streaming.live import prompt_tokens
+from stenoflow.streaming.live_round import Heard, HeardWord, heard_copies, unheard_run
+from stenoflow.streaming.options import StreamOptions
+from stenoflow.streaming.word_rules import (
     copies_prompt,
     echo_length,
     final_words,
@@ -26,7 +29,6 @@ from stenoflow.streaming.live import (
     is_variant,
     new_words,
     on_speech,
-    prompt_tokens,
     restart_length,
     silent_copy_at,
     spoken_length,
@@ -35,8 +37,6 @@ from stenoflow.streaming.live import (
     without_silent_copies,
     without_silent_runs,
 )
-from stenoflow.streaming.live_round import Heard, HeardWord, heard_copies, unheard_run
-from stenoflow.streaming.options import StreamOptions
 
 TB = 1000  # timestamp tokens in these tests: ids >= TB
 

@@ -13,7 +13,7 @@ from stenoflow.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 def blocks(kind: str) -> list[tuple[str, str]]:

@@ -10,6 +10,7 @@ import pytest
 from stenoflow.streaming.agreement import LocalAgreement, tail_prefix_alignment, word_key
 from stenoflow.streaming.buffer import AudioBuffer
 from stenoflow.streaming.events import StreamUpdate, TimedWord
+from stenoflow.streaming.options import StreamOptions
 from stenoflow.streaming.policy import (
     PreviousRound,
     RoundResult,
@@ -17,7 +18,6 @@ from stenoflow.streaming.policy import (
     repair_word_times,
 )
 from stenoflow.streaming.prompt import build_prompt, prompt_horizon
-from stenoflow.streaming.options import StreamOptions
 from stenoflow.streaming.session import StreamSession
 
 SR = 16000

@@ -14,8 +14,8 @@ from stenoflow.bench.datasets import JFK_TEXT
 from stenoflow.bench.metrics import wer
 from stenoflow.model.compute import INT8, cpu_compute
 from stenoflow.streaming.events import TimedWord
-from stenoflow.streaming.policy import PreviousRound, RoundResult, WhisperRound
 from stenoflow.streaming.options import StreamOptions
+from stenoflow.streaming.policy import PreviousRound, RoundResult, WhisperRound
 from stenoflow.streaming.variants import ABLATION, Variant, parse_variant
 
 if TYPE_CHECKING:

@@ -263,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--out", type=Path, default=Path("bench-results/transcribe.json"))
     bd = bsub.add_parser("decode", help="decoding strategies (greedy, beam, draft models) vs faster-whisper")
     bd.add_argument("--model", default="base")
-    bd.add_argument("--compute", default="float32", choices=["float32", "int8"])
+    bd.add_argument("--compute", default=None, choices=["float32", "int8"],
+                    help="default: what the commands load (int8 on the CPU)")
     bd.add_argument("--draft", default="tiny.en", help="the draft model of another vocabulary")
     bd.add_argument("--threads", type=int, default=2)
     bd.add_argument("--beam-size", type=int, default=5)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DecodeBenchOptions:
     model: str = "base"
-    compute: str = "float32"
+    compute: str | None = None  # None: what the commands load (int8 on the CPU)
     draft: str = "tiny.en"  # the cross-vocabulary draft (the same-vocabulary one is the model in int8)
     threads: int = 2
     beam_size: int = 5
@@ -74,6 +74,7 @@ def run_decode_bench(options: DecodeBenchOptions, out_dir: Path) -> str:
     torch.set_num_threads(options.threads)
     clips: list[Clip] = [jfk(), long_form(f"longform-{options.long_minutes:g}min", minutes=options.long_minutes)]
     model = load_model(options.model, compute=options.compute, threads=options.threads)
+    options = replace(options, compute=model.compute)  # recorded as it ran
     drafts: dict[str, Model] = {}
     rows: list[dict[str, object]] = []
     for clip in clips:
@@ -132,7 +133,7 @@ def _peer_rows(model: Model, options: DecodeBenchOptions, clip: Clip, audio: np.
     if model.weights_info["format"] != "ctranslate2":
         log.warning("faster-whisper needs a CTranslate2 model directory: no peer rows")
         return []
-    fw = WhisperModel(str(model.weights_info["source"]), device="cpu", compute_type=options.compute,
+    fw = WhisperModel(str(model.weights_info["source"]), device="cpu", compute_type=model.compute,
                       cpu_threads=options.threads, num_workers=1)
     rows: list[dict[str, object]] = []
     for beam in (1, options.beam_size):

@@ -333,7 +333,7 @@ class LiveRound:
     def _spoken_at(self, tokens: Sequence[int], positions: Sequence[int]) -> int:
         """The latest position a word's spoken tokens attend to most (a word of punctuation
         alone: its own). A sentence's closing punctuation may attend to the silence after it,
-        and the more of it a round hears, the further (see :func:`stenoflow.streaming.live.where_spoken`)."""
+        and the more of it a round hears, the further (see :func:`stenoflow.streaming.word_rules.where_spoken`)."""
         spoken = [at for t, at in zip(tokens, positions, strict=True) if not self.kinds.skippable(t)]
         return max(spoken or positions)
 
@@ -353,7 +353,7 @@ def heard_copies(words: Sequence[HeardWord], tokens: Sequence[int], start: int, 
     with all after them. But a word said again and again alone ("Again. ... Again. ... Again.")
     is written as a loop too, and there DTW gives each copy audio of its own: such copies are
     kept (the session holds back one whose audio holds no speech: see
-    :func:`stenoflow.streaming.live.silent_copy_at`). A copy with a word DTW lays over no audio
+    :func:`stenoflow.streaming.word_rules.silent_copy_at`). A copy with a word DTW lays over no audio
     at all was not heard, however long the copy: "2, 0, 9" said once was written three times,
     the second copy's "2" over the end of the "9" said, its ", 0, 9" at one instant. The copy
     before the loop always is kept."""

@@ -21,7 +21,7 @@ RULES: dict[str, str] = {
             "(\"words words words words\") and the round decodes on past them",
     "instant-run": "three or more words the alignment heads place at one instant, before the end of the audio "
                    "(a copy of what was just heard)",
-    # stenoflow.streaming.live: what a session commits of a round's words
+    # stenoflow.streaming.live and .word_rules: what a session commits of a round's words
     "unspoken": "last words with no speech near them: written over noise or silence",
     "silent-run": "final hearing: runs of words written at one instant over silence",
     "silent-copy": "final hearing: a word written again right after itself over silence",
