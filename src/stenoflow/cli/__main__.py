@@ -1,0 +1,5 @@
+"""``python -m stenoflow.cli``: the command line."""
+
+from stenoflow.cli import main
+
+raise SystemExit(main())
