@@ -36,6 +36,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch (default: all cores)")
 
 
+def add_source_args(p: argparse.ArgumentParser) -> None:
+    """Where live audio comes from: a file, stdin (``-``) or ``--mic``."""
+    p.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
+    p.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stenoflow", description="Fast, low-latency Whisper speech recognition.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
@@ -77,8 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("stream", help="streaming transcription: words appear as they become final",
                         description="Streaming transcription. Every option left out keeps the default of "
                                     "StreamOptions, the configuration the streaming benchmark found best.")
-    st.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
-    st.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
+    add_source_args(st)
     add_model_args(st)
     st.add_argument("--variant", default=None,
                     help="a named variant, e.g. live+hush+draft or whisper-s+hush+verify (see docs/live-captions.md)")
@@ -150,8 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("listen", help="voice commands: one line of text per utterance, as soon as it ends",
                         description="Endpoints utterances by voice activity, decodes while the person speaks "
                                     "(pilot inference) and prints each utterance's text with its latency.")
-    ls.add_argument("audio", nargs="?", help="audio file, or - for raw 16 kHz mono PCM on stdin")
-    ls.add_argument("--mic", action="store_true", help="read the default microphone (needs sounddevice)")
+    add_source_args(ls)
     add_model_args(ls)
     ls.add_argument("--language", default="en", help="language code (default en)")
     ls.add_argument("--beam-size", type=int, default=5, help="beams of the final pass (1 = greedy)")
