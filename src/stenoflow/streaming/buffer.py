@@ -102,19 +102,21 @@ class AudioBuffer:
     def onset_after_pause(self, lo: float, hi: float) -> float | None:
         """Absolute time where the first sound after a quiet frame between ``lo`` and ``hi``
         begins: something said anew, not the rest of a sound already under way at ``lo``."""
-        first, loud = self._sound_frames(lo, hi)
-        quiet = np.flatnonzero(~loud)
-        if quiet.size == 0:
-            return None
-        hits = np.flatnonzero(loud[quiet[0]:])
-        return None if hits.size == 0 else self.offset + (first + int(quiet[0] + hits[0])) * SOUND_FRAME_S
+        start, loud = self._after_pause(lo, hi)
+        hits = np.flatnonzero(loud)
+        return None if hits.size == 0 else self.offset + (start + int(hits[0])) * SOUND_FRAME_S
 
     def sound_after_pause(self, lo: float, hi: float) -> float:
         """Seconds of sound between absolute times ``lo`` and ``hi`` after the first quiet frame:
         what was said after a pause, not the rest of a sound already under way at ``lo``."""
-        _, loud = self._sound_frames(lo, hi)
+        return float(self._after_pause(lo, hi)[1].sum()) * SOUND_FRAME_S
+
+    def _after_pause(self, lo: float, hi: float) -> tuple[int, np.ndarray]:
+        """Index of the first quiet frame between ``lo`` and ``hi`` and the sound flags from it
+        to ``hi`` (none if no frame there is quiet)."""
+        first, loud = self._sound_frames(lo, hi)
         quiet = np.flatnonzero(~loud)
-        return 0.0 if quiet.size == 0 else float(loud[quiet[0]:].sum()) * SOUND_FRAME_S
+        return (first, loud[:0]) if quiet.size == 0 else (first + int(quiet[0]), loud[quiet[0]:])
 
     def _sound_frames(self, lo: float, hi: float) -> tuple[int, np.ndarray]:
         """Index of the first frame at or after ``lo`` and the sound flags of frames up to ``hi``.
