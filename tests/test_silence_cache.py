@@ -9,6 +9,7 @@ import torch
 
 from stenoflow.api import Model
 from stenoflow.bench.latency import encoder_gflops_per_audio_s
+from stenoflow.bench.metrics import wer
 from stenoflow.bench.normalize import normalize_text
 from stenoflow.decoding.options import DecodingOptions
 from stenoflow.model.silence import EXACT_AFTER, SilenceCache
@@ -120,3 +121,73 @@ def test_a_pass_over_some_rows_costs_their_share_of_the_full_pass(tiny: Model) -
     assert dims.encoder_flops(3000, 1500) == full == dims.encoder_flops(3000, None)
     assert 0.15 * full < dims.encoder_flops(3000, 300) < 0.25 * full  # a fifth of the rows
     assert dims.encoder_flops(1000) < dims.encoder_flops(3000, 500) < full  # they attend to all 1500
+
+
+@torch.inference_mode()
+def test_cross_keys_and_values_of_the_kept_silence_equal_projecting_the_whole_window(
+        tiny: Model, tiny_default: Model, jfk_audio: np.ndarray) -> None:
+    """A round projects only its speech's positions into the decoder's cross-attention keys and
+    values and takes the silence's from the kept pass: what projecting the whole cached window
+    gives, in float32 and in the default compute (int8 rounds each row on its own), bit for bit."""
+    for model in (tiny, copy.copy(tiny_default)):
+        model.silence = SilenceCache(model.whisper.encoder)
+        for seconds in (3.0, 7.5, 3.0):  # the third reads the second's kept projection of the first's window
+            clip = jfk_audio[: int(seconds * SR)]
+            mel = model.encoder_input(clip, hush=False, window_s=15.0)
+            whole = model.whisper.decoder.cross_kv(model.encode(mel, clip.size))
+            parts = model.encode_cross(mel, clip.size)
+            assert parts.n_audio == whole.n_audio
+            for a, b in zip([*parts.k, *parts.v], [*whole.k, *whole.v]):
+                assert torch.equal(a, b)
+        assert model.silence.passes == 1 and len(model.silence._cross) == 1
+
+
+@torch.inference_mode()
+def test_positions_lent_by_an_earlier_pass_of_the_same_window_equal_the_full_pass(tiny: Model,
+                                                                                 jfk_audio: np.ndarray) -> None:
+    """Lent the keys, values and outputs of the same window's own full pass for its first positions,
+    the encoder computes the rest as the full pass does, whatever the cut: the convolutions read
+    the right frames, the positions their own embeddings."""
+    encoder = tiny.whisper.encoder
+    mel = window(tiny, jfk_audio[: 6 * SR])
+    keep: list[tuple[torch.Tensor, torch.Tensor]] = []
+    full = encoder(mel, keep=keep)
+    own = EncodedTail(tuple(keep), full)
+    for start, rows in ((1, 350), (120, 350), (300, 301)):
+        part = encoder(mel, rows, own, head=own, start=start)
+        assert part.shape == full.shape
+        torch.testing.assert_close(part, full, atol=2e-4, rtol=1e-4)
+
+
+@torch.inference_mode()
+def test_a_stream_reuses_its_last_pass_only_while_the_buffer_keeps_its_start(tiny: Model,
+                                                                           jfk_audio: np.ndarray) -> None:
+    """Rounds over a growing buffer compute only the audio near its end. Whisper's encoder attends
+    over the whole window, so the positions taken from earlier passes drift from the full pass (as
+    a round's own positions move from one round to the next); the words read from them hardly do
+    (a word cut at the buffer's end may change: "ask" / "asked"). A buffer cut to a new start is
+    computed anew."""
+    from stenoflow.decoding.task import DecodingTask
+    from stenoflow.model.reuse import EncoderReuse
+
+    model = copy.copy(tiny)
+    model.silence = SilenceCache(model.whisper.encoder)
+    reuse = EncoderReuse(2.0)
+    options = DecodingOptions(language="en", without_timestamps=True)
+    fulls, reads = [], []
+    for seconds in np.arange(4.0, 8.0, 0.35):
+        clip = jfk_audio[: int(seconds * SR)]
+        mel = model.encoder_input(clip, hush=False, window_s=15.0)
+        cross = model.encode_cross(mel, clip.size, reuse=reuse, offset=0.0)
+        whole = model.encode_cross(mel, clip.size)
+        drift = max(float((a - b).norm() / b.norm()) for a, b in zip([*cross.k, *cross.v], [*whole.k, *whole.v]))
+        assert drift < 0.3
+        reads.append(DecodingTask(model.context, options).run(cross).text)
+        fulls.append(DecodingTask(model.context, options).run(whole).text)
+    assert wer(fulls, reads).wer < 0.05
+    assert reuse.reused_rows > reuse.computed_rows / 3  # rounds after the first took a good part kept
+    computed = reuse.computed_rows
+    clip = jfk_audio[SR : 6 * SR]  # the buffer cut: a new start, every position computed
+    mel = model.encoder_input(clip, hush=False, window_s=15.0)
+    model.encode_cross(mel, clip.size, reuse=reuse, offset=1.0)
+    assert reuse.kept is not None and reuse.computed_rows - computed == reuse.kept.rows

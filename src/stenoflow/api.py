@@ -33,7 +33,9 @@ from stenoflow.decoding.transcribe import (
 from stenoflow.model.build import build_whisper, to_device
 from stenoflow.model.compute import resolve_compute
 from stenoflow.model.context import DecoderContext
+from stenoflow.model.kv_cache import CrossKV
 from stenoflow.model.medusa import MedusaHeads, find_medusa, load_medusa
+from stenoflow.model.reuse import EncoderReuse
 from stenoflow.model.silence import SilenceCache
 from stenoflow.model.whisper import Whisper
 from stenoflow.weights.built import load_built, load_tokenizer
@@ -124,6 +126,21 @@ class Model:
         else:
             features = self.silence.encode(mel, speech_samples, spent)
         return features.to(self.whisper.decoder.positional_embedding.dtype)
+
+    @torch.inference_mode()
+    def encode_cross(self, mel: Tensor, speech_samples: int | None = None, spent: list[float] | None = None,
+                     reuse: EncoderReuse | None = None, offset: float = 0.0) -> CrossKV:
+        """The decoder's cross-attention keys and values over ``encode``'s output; with
+        ``speech_samples``, those of the silence come from the silence cache's kept pass, and with
+        ``reuse`` those of the audio a stream's last round heard (its buffer starting at absolute
+        ``offset``) from that round's pass (:mod:`stenoflow.model.reuse`)."""
+        if speech_samples is None:
+            return self.whisper.decoder.cross_kv(self.encode(mel, spent=spent))
+        if mel.dim() == 2:
+            mel = mel[None]
+        mel = mel.to(self.device, self.whisper.encoder.conv1.weight.dtype)
+        return self.silence.encode_cross(mel, speech_samples, self.whisper.decoder,
+                                         self.whisper.decoder.positional_embedding.dtype, spent, reuse, offset)
 
     def decode(self, features_or_mel: Tensor, options: DecodingOptions | None = None) -> DecodingResult:
         """Decode one window from its encoder output (1, S, D) or its log-mel (n_mels, frames)."""

@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--silence-cache", action=argparse.BooleanOptionalAction, default=None, dest="silence_cache",
                     help="live, in a window: the encoder computes the speech only and takes the silence after it "
                          "from a kept pass over silence (default yes; --no-silence-cache: the full pass)")
+    st.add_argument("--encoder-reuse", type=_or_off(float, "seconds"), default=None, dest="encoder_reuse_s", metavar="S",
+                    help="live, with the silence cache: a round computes the encoder's positions from S seconds "
+                         "before the end of the last round's speech on and reuses that round's pass for the "
+                         "audio before (off: every position every round, the default)")
     st.add_argument("--guide", choices=["prune", "verify", "draft"], default=None,
                     help="the previous round guides decoding: prune/verify (whisper-s), draft (live)")
     st.add_argument("--gate", type=float, default=None,

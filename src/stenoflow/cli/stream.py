@@ -187,9 +187,9 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "gate_close", "beam_tail", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "cold_margin_s", "commit_flanked",
                                                     "context_s", "skip_idle", "prompt_chars", "window_s", "silence_cache", "language", "speculative",
-                                                    "medusa")
+                                                    "medusa", "encoder_reuse_s")
              if getattr(args, name) is not None}
-    for name in ("commit_confident", "commit_flanked"):
+    for name in ("commit_confident", "commit_flanked", "encoder_reuse_s"):
         if given.get(name) == "off":
             given[name] = None
     options = replace(options, **given)

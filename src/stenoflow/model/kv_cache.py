@@ -192,6 +192,11 @@ class CrossKV:
     def n_audio(self) -> int:
         return self.k[0].shape[2]
 
+    def then(self, rest: CrossKV, start: int, end: int) -> CrossKV:
+        """These positions followed by ``rest``'s positions ``start:end``."""
+        return CrossKV([torch.cat([a, b[:, :, start:end]], dim=2) for a, b in zip(self.k, rest.k)],
+                       [torch.cat([a, b[:, :, start:end]], dim=2) for a, b in zip(self.v, rest.v)])
+
     def expand(self, batch: int) -> CrossKV:
         """A view that serves ``batch`` rows (beams) without copying."""
         if self.k[0].shape[0] == batch:

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from stenoflow.audio.hush import HushWord
     from stenoflow.model.context import DecoderContext
     from stenoflow.model.dims import ModelDims
+    from stenoflow.model.kv_cache import CrossKV
     from stenoflow.model.medusa import MedusaHeads
+    from stenoflow.model.reuse import EncoderReuse
     from stenoflow.model.whisper import Whisper
     from stenoflow.tokenizer import Tokenizer
 
@@ -50,6 +52,11 @@ class SpeechModel(Protocol):
 
     def encode(self, mel: Tensor, speech_samples: int | None = None, spent: list[float] | None = None) -> Tensor:
         """Encoder output (1, frames/2, D) of a log-mel window."""
+        ...
+
+    def encode_cross(self, mel: Tensor, speech_samples: int | None = None, spent: list[float] | None = None,
+                     reuse: EncoderReuse | None = None, offset: float = 0.0) -> CrossKV:
+        """The decoder's cross-attention keys and values over ``encode``'s output."""
         ...
 
     def detect_language_mel(self, mel: Tensor) -> tuple[str, dict[str, float]]:

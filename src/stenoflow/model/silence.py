@@ -10,6 +10,11 @@ outputs from one pass over a window of silence alone, of the same length and flo
 The speech's positions still attend to the whole window, as in the full pass; they differ from it
 only through the silence they attend to, which in the full pass had also heard the speech.
 
+The decoder's cross-attention keys and values are projected row by row (int8 layers round each
+row with a scale of its own), so those of the silence's positions are kept too, projected once
+from the kept output: a round projects its speech's positions only (``encode_cross``), and gets
+what projecting the whole window gives.
+
 The pass over the silence is the cost of a full encoder pass, paid once per (floor, window
 length): a stream's floor moves with the loudest sound in its buffer, so floors are rounded to
 ``FLOOR_STEP`` and the last few kept. Not exact: a streaming benchmark trade (see docs/live-captions.md,
@@ -26,7 +31,9 @@ import torch
 from torch import Tensor
 
 from stenoflow.audio.features import HOP_LENGTH
-from stenoflow.model.whisper import AudioEncoder, EncodedTail
+from stenoflow.model.kv_cache import CrossKV
+from stenoflow.model.reuse import EncoderReuse
+from stenoflow.model.whisper import AudioEncoder, EncodedTail, TextDecoder
 
 MEL_FRAMES_PER_POSITION = 2  # the encoder's second convolution halves the mel frames
 EXACT_AFTER = 25  # positions (20 ms each) after the speech computed in full: where speech and silence meet
@@ -45,6 +52,7 @@ class SilenceCache:
         # fills the budget would pay a full pass at nearly every move, more than no cache.
         self.min_kept = max(1, min_kept)
         self._tails: OrderedDict[tuple[int, int, int], EncodedTail] = OrderedDict()
+        self._cross: dict[int, CrossKV] = {}  # by id of a kept tail: its positions' cross keys and values
         self._lock = threading.Lock()  # sessions on several threads may share a model
         self.passes = 0  # passes over silence run so far
 
@@ -52,11 +60,55 @@ class SilenceCache:
         """Encoder output (1, frames/2, D) of the log-mel window ``mel`` (1, n_mels, frames) whose
         first ``samples`` audio samples are speech and the rest silence; ``spent`` collects the
         FLOPs of each pass run (the pass over silence, when none is kept for this window)."""
-        positions = (mel.shape[-1] + 1) // MEL_FRAMES_PER_POSITION
-        rows = math.ceil(samples / (HOP_LENGTH * MEL_FRAMES_PER_POSITION)) + EXACT_AFTER
+        rows, positions = self._rows(mel, samples)
         if rows >= positions:
             return self.encoder(mel, spent=spent)
         return self.encoder(mel, rows, self.tail(mel, spent), spent=spent)
+
+    def encode_cross(self, mel: Tensor, samples: int, decoder: TextDecoder, dtype: torch.dtype,
+                     spent: list[float] | None = None, reuse: EncoderReuse | None = None,
+                     offset: float = 0.0) -> CrossKV:
+        """``decoder``'s cross-attention keys and values over ``encode``'s output (in ``dtype``),
+        projected for the speech's positions only: the silence's come from its kept pass. With
+        ``reuse`` (a stream's, whose buffer starts at absolute ``offset``), the positions its kept
+        pass serves come from there too (:mod:`.reuse`), and this pass is kept in its place."""
+        rows, positions = self._rows(mel, samples)
+        if rows >= positions:
+            if reuse is not None:
+                reuse.forget()
+            return decoder.cross_kv(self.encoder(mel, spent=spent).to(dtype))
+        tail = self.tail(mel, spent)
+        start = reuse.start(mel, samples, offset) if reuse is not None else 0
+        kept = reuse.kept if reuse is not None and start else None
+        keep: list[tuple[Tensor, Tensor]] | None = [] if reuse is not None else None
+        out = self.encoder(mel, rows, tail, keep=keep, spent=spent,
+                           head=kept.encoded if kept is not None else None, start=start)
+        speech = decoder.cross_kv(out[:, start:rows].to(dtype))
+        if kept is not None:  # the kept pass's positions first
+            speech = CrossKV([k[:, :, :start] for k in kept.cross.k],
+                             [v[:, :, :start] for v in kept.cross.v]).then(speech, 0, rows - start)
+        cross = speech.then(self._silence_cross(tail, decoder, dtype), rows, positions)
+        if reuse is not None and keep is not None:
+            reuse.keep(mel, samples, offset, rows, start, keep, out, CrossKV([k[:, :, :rows] for k in cross.k],
+                                                                              [v[:, :, :rows] for v in cross.v]))
+        return cross
+
+    def _silence_cross(self, tail: EncodedTail, decoder: TextDecoder, dtype: torch.dtype) -> CrossKV:
+        """``decoder``'s cross keys and values over the kept pass ``tail``, projected once."""
+        with self._lock:
+            kept = self._cross.get(id(tail))
+        if kept is None or kept.k[0].dtype != dtype:
+            kept = decoder.cross_kv(tail.out.to(dtype))
+            with self._lock:
+                if any(t is tail for t in self._tails.values()):
+                    self._cross[id(tail)] = kept
+        return kept
+
+    @staticmethod
+    def _rows(mel: Tensor, samples: int) -> tuple[int, int]:
+        """Positions of ``mel``'s window computed for its first ``samples`` of speech, and all."""
+        positions = (mel.shape[-1] + 1) // MEL_FRAMES_PER_POSITION
+        return math.ceil(samples / (HOP_LENGTH * MEL_FRAMES_PER_POSITION)) + EXACT_AFTER, positions
 
     def tail(self, mel: Tensor, spent: list[float] | None = None) -> EncodedTail:
         """The pass over a window of ``mel``'s length and shape that holds only its last column
@@ -77,6 +129,11 @@ class SilenceCache:
         with self._lock:
             self.passes += 1
             self._tails[key] = tail
-            while len(self._tails) > self.min_kept and sum(t.nbytes for t in self._tails.values()) > self.budget:
-                self._tails.popitem(last=False)
+            while len(self._tails) > self.min_kept and self._kept_bytes() > self.budget:
+                _, gone = self._tails.popitem(last=False)
+                self._cross.pop(id(gone), None)
         return tail
+
+    def _kept_bytes(self) -> int:
+        cross = sum(t.nbytes for kv in self._cross.values() for t in (*kv.k, *kv.v))
+        return sum(t.nbytes for t in self._tails.values()) + cross

@@ -274,29 +274,41 @@ class AudioEncoder(nn.Module):
         self.ln_post = LayerNorm(dims.n_audio_state, device=device)
 
     def forward(self, mel: Tensor, rows: int | None = None, tail: EncodedTail | None = None,
-                keep: list[tuple[Tensor, Tensor]] | None = None, spent: list[float] | None = None) -> Tensor:
+                keep: list[tuple[Tensor, Tensor]] | None = None, spent: list[float] | None = None,
+                head: EncodedTail | None = None, start: int = 0) -> Tensor:
         """mel: (B, n_mels, n_frames) with n_frames <= 2 * n_audio_ctx -> (B, ceil(n_frames/2), D).
 
         With ``rows`` and ``tail``: only the first ``rows`` positions are computed, attending to
         themselves and to ``tail``'s keys and values for the positions after them, whose outputs
-        are ``tail``'s (see :mod:`stenoflow.model.silence`). ``keep`` collects every layer's keys
-        and values; ``spent`` the pass's FLOPs (``ModelDims.encoder_flops``)."""
+        are ``tail``'s (see :mod:`stenoflow.model.silence`). With ``head`` and ``start`` (> 0), the
+        positions before ``start`` are not computed either: their keys, values and outputs are
+        ``head``'s (see :mod:`stenoflow.model.reuse`). ``keep`` collects every layer's keys and
+        values of the positions computed; ``spent`` the pass's FLOPs (``ModelDims.encoder_flops``)."""
         max_frames = 2 * self.positional_embedding.shape[0]
         if mel.shape[-1] > max_frames:
             raise ValueError(f"encoder input has {mel.shape[-1]} mel frames; at most {max_frames} fit")
         positions = (mel.shape[-1] + 1) // 2
         rows = positions if rows is None or tail is None else min(rows, positions)
+        start = min(start, rows - 1) if head is not None and start > 0 else 0
         if spent is not None:
-            spent.append(mel.shape[0] * self.dims.encoder_flops(mel.shape[-1], rows))
-        # conv2 (stride 2) reads mel frames up to 2 * rows + 1 for its first ``rows`` outputs
-        x = F.gelu(self.conv1(mel[..., : 2 * rows + 2]))
-        x = F.gelu(self.conv2(x)).permute(0, 2, 1)[:, :rows]
-        x = x + self.positional_embedding[:rows].to(x.dtype)
+            spent.append(mel.shape[0] * self.dims.encoder_flops(mel.shape[-1], rows - start))
+        # conv2 (stride 2, padding 1) reads mel frames 2p - 2 to 2p + 2 for position p: from
+        # frame 2 * start - 2 on, its first output (position start - 1) is cut short, the rest exact
+        skip = 1 if start else 0
+        x = F.gelu(self.conv1(mel[..., max(0, 2 * start - 2) : 2 * rows + 2]))
+        x = F.gelu(self.conv2(x)).permute(0, 2, 1)[:, skip : skip + rows - start]
+        x = x + self.positional_embedding[start:rows].to(x.dtype)
         lend = tail if rows < positions else None  # the positions after ``rows`` come from it
         for i, block in enumerate(self.blocks):
-            x = block.encoder_forward(x, lend.after(i, rows, positions) if lend is not None else None, keep)
+            others = [*([head.before(i, start)] if start and head is not None else []),
+                      *([lend.after(i, rows, positions)] if lend is not None else [])]
+            kv = others[0] if len(others) == 1 else (
+                (torch.cat([o[0] for o in others], dim=2), torch.cat([o[1] for o in others], dim=2)) if others else None)
+            x = block.encoder_forward(x, kv, keep)
         x = self.ln_post(x)
-        return torch.cat([x, lend.out[:, rows:positions].to(x.dtype)], dim=1) if lend is not None else x
+        parts = [*([head.out[:, :start].to(x.dtype)] if start and head is not None else []), x,
+                 *([lend.out[:, rows:positions].to(x.dtype)] if lend is not None else [])]
+        return torch.cat(parts, dim=1) if len(parts) > 1 else x
 
 
 @dataclass(frozen=True)
@@ -310,6 +322,9 @@ class EncodedTail:
     def after(self, layer: int, start: int, end: int) -> tuple[Tensor, Tensor]:
         k, v = self.kv[layer]
         return k[:, :, start:end], v[:, :, start:end]
+
+    def before(self, layer: int, end: int) -> tuple[Tensor, Tensor]:
+        return self.after(layer, 0, end)
 
     @property
     def nbytes(self) -> int:

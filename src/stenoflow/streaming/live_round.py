@@ -45,6 +45,7 @@ from stenoflow.decoding.timing import (
     timings_from_attention,
 )
 from stenoflow.model.kv_cache import CrossKV
+from stenoflow.model.reuse import EncoderReuse
 from stenoflow.streaming.events import Dropped, TimedWord
 from stenoflow.streaming.rules import dropped
 from stenoflow.tokenizer import TIME_PRECISION
@@ -162,6 +163,8 @@ class LiveRound:
         self.draft_model = model.draft_model(options.speculative) if options.speculative else None
         self.pair = DraftModel.pair(self.draft_model.context, model.tokenizer) if self.draft_model else None
         self.kinds = TokenKinds(model.tokenizer)  # which tokens are punctuation (decoded once each)
+        # the stream's last encoder pass, reused for the audio it heard (stage A only, in round order)
+        self.reuse = EncoderReuse(options.encoder_reuse_s) if options.encoder_reuse_s else None
 
     # --- stage A ------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -174,8 +177,8 @@ class LiveRound:
         mel = self.model.encoder_input(inp.samples, hush, window_s)
         cached = self.options.silence_cache and not hush and not pad  # the final hearing: the full pass
         spent: list[float] = []  # FLOPs of every encoder pass, the draft model's included
-        features = self.model.encode(mel, inp.samples.size if cached else None, spent)
-        cross = self.model.whisper.decoder.cross_kv(features)
+        cross = self.model.encode_cross(mel, inp.samples.size if cached else None, spent,
+                                        self.reuse if cached else None, inp.offset)
         draft = None
         if self.draft_model is not None and self.pair is not None:  # the draft hears the buffer its own way
             d = self.draft_model

@@ -49,6 +49,10 @@ class StreamOptions:
     # silence's from a kept pass over silence alone (stenoflow.model.silence): the encoder at a
     # third of its cost, at the same WER on the streaming benchmark (see docs/live-captions.md).
     silence_cache: bool = True
+    # live, with the silence cache: a round computes the encoder's positions from this many seconds
+    # before the end of the last round's speech on, and takes those before from that round's pass
+    # while the buffer keeps its start (stenoflow.model.reuse; None: every round computes them all)
+    encoder_reuse_s: float | None = None
     # The previous round guides decoding: whisper-s "prune" (token by token) or "verify" (one
     # pass); live "draft" (its unconfirmed tokens, verified in one pass). "auto": "verify" for
     # whisper-s, "draft" for live; None: no guide.
@@ -155,6 +159,8 @@ class StreamOptions:
             raise ValueError("align_frames, context_s, cold_s and cold_margin_s must be >= 0")
         if self.intake_s is not None and not self.intake_s >= self.step:
             raise ValueError(f"intake_s must be >= step ({self.step} s) or None, got {self.intake_s}")
+        if self.encoder_reuse_s is not None and not self.encoder_reuse_s > 0:
+            raise ValueError(f"encoder_reuse_s must be > 0 seconds or None, got {self.encoder_reuse_s}")
         if not 0 < self.window_s <= WINDOW_S:
             raise ValueError(f"window_s must be in (0, {WINDOW_S:g}] seconds, got {self.window_s}")
         if self.pipeline is not None and (len(self.pipeline) != 2 or min(self.pipeline) < 1):
