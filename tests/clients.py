@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +36,33 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_server(args: list[str], log: Path) -> Iterator[str]:
+    """``stenoflow serve ARGS`` (with the test key) on a free port until the block ends; its URL.
+    Its output goes to ``log``."""
+    port = free_port()
+    env = {**os.environ, "STENOFLOW_API_KEY": KEY}
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "stenoflow.cli", "serve", "--port", str(port), *args],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if get(f"{url}/health")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.3)
+        else:
+            raise AssertionError(f"server did not come up:\n{log.read_text()}")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def words(text: str) -> list[str]:

@@ -7,9 +7,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
-import subprocess
-import sys
 import time
 import wave
 from collections.abc import Iterator
@@ -17,37 +14,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clients import KEY, committed_text, free_port, get, pcm16, stream_file, words
+from clients import KEY, committed_text, get, pcm16, running_server, stream_file, words
 from conftest import JFK_TEXT
 
 pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
-    env = {**os.environ, "STENOFLOW_API_KEY": KEY}
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "stenoflow.cli", "serve", "--model", "tiny.en", "--port",
-                                 str(port), "--max-upload-mb", "1", "--max-sessions", "4", "--idle-timeout", "4",
-                                 "--max-message-kb", "256", "--threads", "2", "--batch", "4"],
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if get(f"{url}/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
-            raise AssertionError(f"server did not come up:\n{log.read_text()}")
+    with running_server(["--model", "tiny.en", "--max-upload-mb", "1", "--max-sessions", "4", "--idle-timeout", "4",
+                         "--max-message-kb", "256", "--threads", "2", "--batch", "4"], log) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_a_websocket_client_streams_a_file_and_gets_every_word_once(server: str, jfk_audio: np.ndarray) -> None:
@@ -308,3 +285,27 @@ def test_a_local_session_offloads_unsure_utterances_to_the_server(server: str, t
     kept = tiny.utterances(jfk_audio, offload=OffloadOptions(server, perplexity=1.0, api_key="wrong"))
     assert kept and not any(u.offloaded for u in kept)
     assert [u.text for u in kept] == [u.local_text for u in kept]
+
+
+def test_admission_by_latency_refuses_a_stream_it_cannot_measure_yet_and_the_admitted_one_keeps_every_word(
+        tmp_path: Path, jfk_audio: np.ndarray) -> None:
+    """``--max-sessions auto``: a second stream that comes while the first one's cost is still
+    unknown is refused with ``busy`` and the reason; the first keeps every word, and the server's
+    own measure of its words' latency is in /metrics."""
+    async def scenario(url: str) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        first = asyncio.create_task(stream_file(url, jfk_audio, pause_s=0.1))  # about real time
+        await asyncio.sleep(1.0)
+        refused = await bad_stream(url, {"format": "s16le"}, [])
+        return await first, refused
+
+    with running_server(["--model", "tiny.en", "--threads", "2", "--max-sessions", "auto",
+                         "--target-latency", "3"], tmp_path / "server.log") as url:
+        events, refused = asyncio.run(scenario(url))
+        status, metrics = get(f"{url}/metrics", KEY)
+    assert refused and refused[0]["code"] == "busy" and "measuring" in str(refused[0]["message"])
+    said, heard = words(JFK_TEXT), words(committed_text(events))
+    assert len(heard) <= len(said) + 2 and sum(w in heard for w in said) >= len(said) - 2
+    assert status == 200 and 'stenoflow_admission_refused_total{reason="measuring"} 1' in metrics
+    counted = next(line for line in metrics.splitlines() if line.startswith("stenoflow_stream_words_total "))
+    assert int(counted.split()[1]) == len(heard)
+    assert "stenoflow_target_latency_seconds 3" in metrics

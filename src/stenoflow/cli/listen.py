@@ -8,7 +8,7 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from stenoflow.server.options import ServerOptions
+from stenoflow.server.options import AUTO_MAX_SESSIONS, ServerOptions
 
 if TYPE_CHECKING:
 
@@ -80,8 +80,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from stenoflow.api import load_model
     from stenoflow.server.app import serve
 
+    auto = args.max_sessions == "auto"
     options = ServerOptions(host=args.host, port=args.port, api_key=ServerOptions.key_from_env(args.api_key),
-                            max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), max_sessions=args.max_sessions,
+                            max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
+                            max_sessions=AUTO_MAX_SESSIONS if auto else args.max_sessions,
+                            admission="auto" if auto else "fixed", target_latency_s=args.target_latency,
                             idle_timeout_s=args.idle_timeout, max_message_bytes=int(args.max_message_kb * 1024),
                             batch=args.batch)
     if args.ray_address is not None:

@@ -24,6 +24,19 @@ def _temperatures(text: str) -> tuple[float, ...]:
     return values
 
 
+def max_sessions(text: str) -> int | str:
+    """``--max-sessions``: a number of streams, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of streams or auto, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 stream, got {n}")
+    return n
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """--model, --compute, --device, --threads; ``main`` resolves an absent --compute by device."""
     p.add_argument("--model", default="tiny.en", help="tiny.en, base, or a path to a model file/directory")
@@ -186,7 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--api-key", default=None,
                     help="bearer token every request must carry (default: $STENOFLOW_API_KEY; none: open)")
     sv.add_argument("--max-upload-mb", type=float, default=100.0, help="largest file POSTed for transcription")
-    sv.add_argument("--max-sessions", type=int, default=16, help="WebSocket streams open at once")
+    sv.add_argument("--max-sessions", type=max_sessions, default=16,
+                    help="WebSocket streams open at once, or auto: a stream is admitted while the open ones keep "
+                         "--target-latency and the measured load leaves room for it (else error busy)")
+    sv.add_argument("--target-latency", type=float, default=ServerOptions.target_latency_s,
+                    help="per-word latency (p90, seconds) --max-sessions auto keeps streams within; /metrics "
+                         "counts the words later than it")
     sv.add_argument("--idle-timeout", type=float, default=30.0, help="seconds a stream may send nothing")
     sv.add_argument("--batch", type=int, default=ServerOptions.batch,
                     help="sessions whose rounds run together, decoder passes merged (1: one at a time)")

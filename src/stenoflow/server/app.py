@@ -19,6 +19,7 @@ from fastapi import FastAPI, Form, Request, UploadFile, WebSocket
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from stenoflow.api import Model
+from stenoflow.server.load import REFUSALS, Load
 from stenoflow.server.metrics import Metrics
 from stenoflow.server.options import ServerOptions
 from stenoflow.server.rest import RequestError, TranscriptionRequest, transcribe_upload
@@ -34,6 +35,7 @@ def web_asset(name: str) -> str:
 
 def create_app(model: Model, options: ServerOptions) -> FastAPI:
     metrics = Metrics()
+    load = Load(options.target_latency_s)
     scheduler = ModelScheduler(metrics, model.whisper.decoder, options.batch)
 
     @asynccontextmanager
@@ -80,7 +82,8 @@ def create_app(model: Model, options: ServerOptions) -> FastAPI:
     @app.get("/metrics")
     async def prometheus() -> PlainTextResponse:
         passes = scheduler.batcher.stats if scheduler.batcher is not None else None
-        return PlainTextResponse(metrics.render(passes), media_type="text/plain; version=0.0.4")
+        text = metrics.render(passes) + "\n".join(load.render()) + "\n"
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/models")
     async def models() -> dict[str, object]:
@@ -130,22 +133,27 @@ def create_app(model: Model, options: ServerOptions) -> FastAPI:
                                 "message": "missing or wrong API key: send Authorization: Bearer KEY or ?api_key="})
             await ws.close(CLOSE_POLICY, "unauthorized")
             return
+        refusal = None
         if metrics.sessions_active >= options.max_sessions:
+            refusal = f"the server has its limit of {options.max_sessions} streams open"
+        elif options.admission == "auto" and (reason := load.admit()) is not None:
+            refusal = REFUSALS[reason]
+        if refusal is not None:
             metrics.error("busy")
-            await ws.send_json({"type": "error", "code": "busy",
-                                "message": f"the server has its limit of {options.max_sessions} streams open: "
-                                           "try again later"})
+            await ws.send_json({"type": "error", "code": "busy", "message": f"{refusal}: try again later"})
             await ws.close(CLOSE_BUSY, "busy")
             return
         with metrics.lock:
             metrics.sessions_active += 1
             metrics.sessions_total += 1
+        stream_load = load.open()
         try:
-            await StreamHandler(ws, model, scheduler, metrics, options).run()
+            await StreamHandler(ws, model, scheduler, metrics, options, load, stream_load).run()
         except Exception:  # one stream's fault must not take the server down
             log.exception("stream failed")
             metrics.error("internal")
         finally:
+            load.close(stream_load)
             with metrics.lock:
                 metrics.sessions_active -= 1
 

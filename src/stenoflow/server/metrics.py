@@ -41,25 +41,25 @@ class Metrics:
         with self.lock:
             rtf = self.round_seconds_total / self.stream_audio_seconds_total if self.stream_audio_seconds_total else 0.0
             lines = [
-                _metric("sessions_active", "gauge", "WebSocket streams open now", self.sessions_active),
-                _metric("sessions_total", "counter", "WebSocket streams opened", self.sessions_total),
-                _metric("rounds_total", "counter", "streaming rounds run", self.rounds_total),
-                _metric("round_seconds_total", "counter", "compute seconds in streaming calls",
+                prometheus_metric("sessions_active", "gauge", "WebSocket streams open now", self.sessions_active),
+                prometheus_metric("sessions_total", "counter", "WebSocket streams opened", self.sessions_total),
+                prometheus_metric("rounds_total", "counter", "streaming rounds run", self.rounds_total),
+                prometheus_metric("round_seconds_total", "counter", "compute seconds in streaming calls",
                         self.round_seconds_total),
-                _metric("stream_audio_seconds_total", "counter", "audio seconds streamed through rounds",
+                prometheus_metric("stream_audio_seconds_total", "counter", "audio seconds streamed through rounds",
                         self.stream_audio_seconds_total),
-                _metric("stream_rtf", "gauge", "streaming compute seconds per audio second", rtf),
-                _metric("dropped_audio_seconds_total", "counter", "audio dropped (never: backpressure instead)",
+                prometheus_metric("stream_rtf", "gauge", "streaming compute seconds per audio second", rtf),
+                prometheus_metric("dropped_audio_seconds_total", "counter", "audio dropped (never: backpressure instead)",
                         self.dropped_audio_seconds_total),
-                _metric("transcriptions_total", "counter", "files transcribed over REST", self.transcriptions_total),
-                _metric("transcription_audio_seconds_total", "counter", "audio seconds transcribed over REST",
+                prometheus_metric("transcriptions_total", "counter", "files transcribed over REST", self.transcriptions_total),
+                prometheus_metric("transcription_audio_seconds_total", "counter", "audio seconds transcribed over REST",
                         self.transcription_audio_seconds_total),
-                _metric("transcription_seconds_total", "counter", "compute seconds in REST transcription",
+                prometheus_metric("transcription_seconds_total", "counter", "compute seconds in REST transcription",
                         self.transcription_seconds_total),
-                _metric("queue_depth", "gauge", "model jobs waiting or running", self.queue_depth),
+                prometheus_metric("queue_depth", "gauge", "model jobs waiting or running", self.queue_depth),
                 *([] if passes is None else [
-                    _metric("decoder_passes_total", "counter", "decoder forwards run for sessions' jobs", passes.passes),
-                    _metric("decoder_pass_calls_total", "counter",
+                    prometheus_metric("decoder_passes_total", "counter", "decoder forwards run for sessions' jobs", passes.passes),
+                    prometheus_metric("decoder_pass_calls_total", "counter",
                             "decoder passes asked for (over decoder_passes_total: sessions per forward)", passes.calls),
                 ]),
                 "# HELP stenoflow_errors_total client errors by kind\n# TYPE stenoflow_errors_total counter",
@@ -68,5 +68,11 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
-def _metric(name: str, kind: str, help_text: str, value: float) -> str:
+def prometheus_metric(name: str, kind: str, help_text: str, value: float) -> str:
     return f"# HELP stenoflow_{name} {help_text}\n# TYPE stenoflow_{name} {kind}\nstenoflow_{name} {value:g}"
+
+
+def prometheus_labelled(name: str, kind: str, help_text: str, label: str, values: dict[str, float]) -> str:
+    """One metric with a value per ``label`` value (none: only its help and type)."""
+    head = f"# HELP stenoflow_{name} {help_text}\n# TYPE stenoflow_{name} {kind}"
+    return "\n".join([head, *(f'stenoflow_{name}{{{label}="{k}"}} {v:g}' for k, v in values.items())])

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from stenoflow.api import Model
 from stenoflow.audio.io import AudioError, load_audio
+from stenoflow.server.load import Load, StreamLoad
 from stenoflow.server.metrics import Metrics
 from stenoflow.server.options import ServerOptions
 from stenoflow.server.scheduler import ModelScheduler
@@ -159,6 +161,8 @@ class ClientAudio:
     container: bytearray = field(default_factory=bytearray)
     container_decoded: int = 0  # samples of the container stream already taken
     container_tried: int = 0  # container bytes at the last decode attempt
+    # the socket's reader adds audio on the event loop; a model job takes it when it starts
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, data: bytes) -> None:
         if self.config.format == CONTAINER:
@@ -186,15 +190,17 @@ class ClientAudio:
             self._decode_container(final=True)
 
     def take(self) -> np.ndarray:
-        out = np.concatenate(self.pending) if self.pending else np.zeros(0, np.float32)
-        self.pending, self.pending_samples = [], 0
+        with self.lock:
+            out = np.concatenate(self.pending) if self.pending else np.zeros(0, np.float32)
+            self.pending, self.pending_samples = [], 0
         return out
 
     def _queue(self, samples: np.ndarray) -> None:
         if samples.size:
-            self.pending.append(samples)
-            self.pending_samples += samples.size
-            self.received_samples += samples.size
+            with self.lock:
+                self.pending.append(samples)
+                self.pending_samples += samples.size
+                self.received_samples += samples.size
 
     def _decode_container(self, final: bool) -> None:
         self.container_tried = len(self.container)
@@ -277,12 +283,14 @@ class StreamHandler:
     """One WebSocket stream: reads audio, runs the session's rounds on the shared model, sends words."""
 
     def __init__(self, ws: WebSocket, model: Model, scheduler: ModelScheduler, metrics: Metrics,
-                 options: ServerOptions) -> None:
+                 options: ServerOptions, load: Load, stream_load: StreamLoad) -> None:
         self.ws = ws
         self.model = model
         self.scheduler = scheduler
         self.metrics = metrics
         self.options = options
+        self.load = load
+        self.stream_load = stream_load
         self.intake: ClientAudio | None = None
         self.arrived = asyncio.Event()  # audio queued, or the stream ended
         self.drained = asyncio.Event()  # the pending audio went to the session
@@ -352,6 +360,7 @@ class StreamHandler:
                 message = await self._receive()
                 if message.get("bytes") is not None:
                     intake.add(message["bytes"])  # type: ignore[arg-type]
+                    self.load.arrived(self.stream_load, intake.received_samples / SAMPLE_RATE)
                     self.arrived.set()
                     continue
                 text = str(message.get("text"))
@@ -380,30 +389,39 @@ class StreamHandler:
             self.arrived.clear()
             if self.gone:
                 return
-            samples = intake.take()
-            self.drained.set()
-            if samples.size:
-                events = await self._timed(partial(session.push, samples), samples.size / SAMPLE_RATE)
+            if intake.pending_samples:
+                # The job takes the audio when it starts, not when it was queued: a stream whose
+                # round waited behind others hears all that arrived meanwhile in one round.
+                events = await self._timed(partial(self._push, session, intake))
+                self.drained.set()
                 if not await self._send_all(events):
                     return
             if self.ended and not intake.pending_samples:
                 break
         if self.error is not None:
             await self._send({"type": "error", "code": self.error.code, "message": str(self.error)})
-        if await self._send_all(await self._timed(session.finish, 0.0)):
+        if await self._send_all(await self._timed(lambda: (*session.finish(), 0.0))):
             await self._send(session.end(intake.received_samples / SAMPLE_RATE))
 
-    async def _timed(self, job: Callable[[], tuple[list[dict[str, object]], int]],
-                     audio_s: float) -> list[dict[str, object]]:
-        """Run a session call on the model's queue; its compute time (not its wait) goes to the metrics."""
+    @staticmethod
+    def _push(session: EventSession, intake: ClientAudio) -> tuple[list[dict[str, object]], int, float]:
+        samples = intake.take()
+        events, rounds = session.push(samples) if samples.size else ([], 0)
+        return events, rounds, samples.size / SAMPLE_RATE
 
-        def timed() -> tuple[list[dict[str, object]], int, float]:
+    async def _timed(self, job: Callable[[], tuple[list[dict[str, object]], int, float]]) -> list[dict[str, object]]:
+        """Run a session call (events, rounds, audio seconds it took) on the model's queue; its
+        compute time (not its wait) goes to the metrics, and its words' latencies to the load."""
+
+        def timed() -> tuple[list[dict[str, object]], int, float, float]:
             started = time.perf_counter()
-            events, rounds = job()
-            return events, rounds, time.perf_counter() - started
+            events, rounds, audio_s = job()
+            return events, rounds, audio_s, time.perf_counter() - started
 
-        events, rounds, seconds = await self.scheduler.run(timed)
+        events, rounds, audio_s, seconds = await self.scheduler.run(timed)
         self.metrics.round(seconds, audio_s, rounds)
+        self.load.ran(self.stream_load, audio_s, seconds)
+        self.load.committed(self.stream_load, [end for event in events for end in _ends(event)])
         return events
 
     async def _send_all(self, events: list[dict[str, object]]) -> bool:
@@ -437,6 +455,14 @@ class StreamHandler:
             await self.ws.close(code, reason[:120])
         except (RuntimeError, OSError):
             pass
+
+
+def _ends(event: dict[str, object]) -> list[float]:
+    """Where the words an event sends end (seconds of the stream's audio)."""
+    if event.get("type") == "utterance":
+        return [float(event["end"])]  # type: ignore[arg-type]
+    committed = event.get("committed") or []
+    return [float(w["end"]) for w in committed]  # type: ignore[union-attr, index]
 
 
 def _is_end(text: str) -> bool:
