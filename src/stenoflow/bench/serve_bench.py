@@ -1,12 +1,17 @@
 """``stenoflow bench serve``: N clients streaming different files in real time against one server.
 
-The server runs as its own process (``stenoflow serve``) on a free port; for each N (1, 2, 4, 8 by
-default) N WebSocket clients each stream their own synthesized recording at 1x wall clock in 0.1 s
-chunks and note when every committed word arrives. Reported per N: per-word latency (arrival -
-the word's end in the forced-aligned reference, as ``bench stream`` measures it) p50/p90, WER, the
-server's CPU seconds per audio second per session, its resident memory, the audio it dropped (from
-``/metrics``) and whether every stream kept up (its last word arrived within a few seconds of its
-end). Results: ``serve.md``, ``serve.json`` (machine, options, rows), ``serve.png``.
+The server runs as its own process (``stenoflow serve``) on a free port; for each N (1, 2, 4, 6, 8
+by default) N WebSocket clients each stream their own synthesized recording at 1x wall clock in
+0.1 s chunks and note when every committed word arrives. The recordings alternate between
+continuous read prose and conversational talk (short items with pauses of 1 to 3 s, a fifth to
+two fifths of it silence). Reported per N: per-word latency (arrival - the word's end in the
+forced-aligned reference, as ``bench stream`` measures it) p50/p90/mean and the worst stream's
+mean, WER, and the WER of the same streams each served alone; the server's CPU seconds per audio
+second per session, its resident memory, the audio it dropped (from ``/metrics``) and whether
+every stream kept up (its last word arrived within a few seconds of its end). With
+``auto_clients``, that many clients then connect at once to a server admitting streams by its
+latency target (``--max-sessions auto``): how many it admitted, and how late their words came.
+Results: ``serve.md``, ``serve.json`` (machine, options, rows), ``serve.png``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from stenoflow.bench.gold import GoldWord, gold_words
 from stenoflow.bench.latency import LatencyStats, timed_latencies, word_latencies
 from stenoflow.bench.machine import write_results
 from stenoflow.bench.metrics import wer
+from stenoflow.bench.varied import talk_streams
 from stenoflow.server.options import ServerOptions
 from stenoflow.streaming.drivers import EmittedWord
 
@@ -39,13 +45,16 @@ log = logging.getLogger(__name__)
 
 CHUNK_S = 0.1
 KEPT_UP_S = 5.0  # a stream kept up if its last word arrived within this of the end of its audio
+RETRY_EVERY_S = 2.0  # a client the auto server refused tries again this often ...
+AUTO_RETRY_S = 30.0  # ... for this long
+Served = tuple[list[EmittedWord], float]  # a stream's committed words as they arrived, when its end came
 
 
 @dataclass(frozen=True)
 class ServeBenchOptions:
     model: str = "tiny.en"
     compute: str | None = None  # None: serve's default
-    clients: tuple[int, ...] = (1, 2, 4, 8)
+    clients: tuple[int, ...] = (1, 2, 4, 6, 8)
     minutes: float = 1.5  # length of each client's recording
     threads: int = 2
     gold_model: str = "base"
@@ -53,25 +62,53 @@ class ServeBenchOptions:
     # Server ``--batch`` values to compare (sessions whose decoder passes merge); the long stream
     # runs with the first.
     batches: tuple[int, ...] = (ServerOptions.batch,)
+    alone: bool = True  # serve every stream alone too, for its unloaded WER and latency
+    auto_clients: int = 6  # then this many clients at once against --max-sessions auto (0: none)
+    target_latency: float = ServerOptions.target_latency_s  # the auto server's --target-latency
+
+
+def client_streams(n: int, minutes: float) -> list[Clip]:
+    """``n`` recordings, read prose and conversational talk in turns."""
+    prose, talk = streams((n + 1) // 2, minutes, seed=7), talk_streams(n // 2, minutes)
+    return [(prose if i % 2 == 0 else talk)[i // 2] for i in range(n)]
 
 
 def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
     from stenoflow.api import load_model
 
-    clips = streams(max(options.clients), options.minutes, seed=7)
+    clips = client_streams(max(*options.clients, options.auto_clients), options.minutes)
     audios = [clip.load_audio() for clip in clips]
     gold_model = load_model(options.gold_model, compute="float32")
     gold = [gold_words(c, gold_model, a) for c, a in zip(clips, audios)]
     drift_clip = streams(1, options.drift_minutes)[0] if options.drift_minutes else None
     drift_gold = gold_words(drift_clip, gold_model) if drift_clip is not None else []
     del gold_model
-    rows = []
+    rows: list[dict[str, object]] = []
     server_log = out_dir / "server.log"
+    alone: list[Served | None] = []
+    if options.alone:
+        with Server(options, server_log) as server:
+            for audio in audios[: max(options.clients)]:
+                alone.append(asyncio.run(_client(server.url, audio)))
+                log.info("served alone: %d words", len(alone[-1][0]))
     for batch in options.batches:
         for n in options.clients:
             with Server(options, server_log, batch) as server:
-                rows.append({"batch": batch, **asyncio.run(_run_clients(server, clips[:n], audios[:n], gold[:n]))})
+                served = asyncio.run(_run_clients(server, audios[:n]))
+                rows.append({"batch": batch, **_row(server, clips[:n], audios[:n], gold[:n], served, alone[:n])})
             log.info("%s", rows[-1])
+    if options.auto_clients:
+        n = options.auto_clients
+        with Server(options, server_log, options.batches[0], auto=True) as server:
+            served = asyncio.run(_run_clients(server, audios[:n], AUTO_RETRY_S))
+            admitted = [i for i, s in enumerate(served) if s is not None]
+            row = _row(server, [clips[i] for i in admitted], [audios[i] for i in admitted],
+                       [gold[i] for i in admitted], [served[i] for i in admitted],
+                       [alone[i] for i in admitted if i < len(alone)])
+            rows.append({"batch": f"auto ({n} tried)", **row, "refused": n - len(admitted),
+                         "target_misses": server.metric("target_misses_total"),
+                         "server_words": server.metric("stream_words_total")})
+        log.info("%s", rows[-1])
     drift = None
     if drift_clip is not None:
         with Server(options, server_log, options.batches[0]) as server:
@@ -82,9 +119,13 @@ def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
                   "Each client streams its own recording at 1x real time in 0.1 s chunks over /v1/stream. Latency: "
                   "when a committed word reached the client minus the word's end in the reference. CPU: server CPU "
                   "seconds per audio second per session. Batch: the server's --batch (sessions whose decoder "
-                  "passes run in one forward); sessions per forward: decoder passes asked for / forwards run. Kept up: every stream's last word arrived within "
+                  "passes run in one forward), or auto: a server at --max-sessions auto (--target-latency "
+                  f"{options.target_latency:g} s) that as many clients tried at once (a refused one again every "
+                  f"{RETRY_EVERY_S:g} s for {AUTO_RETRY_S:g} s), the figures of those it admitted; sessions per forward: decoder passes asked for / forwards run. Half the clients "
+                  "stream read prose, half conversational talk with pauses. WER alone: the same streams each "
+                  "served by itself. Kept up: every stream's last word arrived within "
                   f"{KEPT_UP_S:g} s of its end.")
-    plot(rows, out_dir / "serve.png")
+    plot([r for r in rows if isinstance(r["batch"], int)], out_dir / "serve.png")
     return table
 
 
@@ -93,20 +134,22 @@ class Server:
     goes to ``log_path`` (appended), or nowhere."""
 
     def __init__(self, options: ServeBenchOptions, log_path: Path | None = None,
-                 batch: int = ServerOptions.batch) -> None:
+                 batch: int = ServerOptions.batch, auto: bool = False) -> None:
         self.options = options
         self.log_path = log_path
         self.batch = batch
+        self.auto = auto  # --max-sessions auto at the options' target latency
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.cpu_used = 0.0  # server CPU seconds the last clients took
 
     def __enter__(self) -> Server:  # noqa: PYI034
         args = [sys.executable, "-m", "stenoflow.cli", "serve", "--model", self.options.model, "--port",
-                str(self.port), "--threads", str(self.options.threads), "--max-sessions", "64",
-                "--batch", str(self.batch)]
+                str(self.port), "--threads", str(self.options.threads), "--batch", str(self.batch),
+                "--max-sessions", "auto" if self.auto else "64", "--target-latency", str(self.options.target_latency)]
         if self.options.compute:
             args += ["--compute", self.options.compute]
         env = {k: v for k, v in os.environ.items() if k != "STENOFLOW_API_KEY"}
@@ -156,17 +199,26 @@ class Server:
         return float("nan")
 
 
-async def _client(url: str, audio: np.ndarray) -> tuple[list[EmittedWord], float]:
+async def _client(url: str, audio: np.ndarray, retry_s: float = 0.0) -> Served | None:
     """Stream ``audio`` in real time; the committed words with their arrival (s after the start) and
-    when the end event arrived."""
+    when the end event arrived; None if the server refused the stream (busy), again every
+    ``RETRY_EVERY_S`` for ``retry_s``."""
     import websockets
 
     words: list[EmittedWord] = []
     pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
     step = int(CHUNK_S * 16000) * 2
-    async with websockets.connect(url.replace("http", "ws") + "/v1/stream", max_size=None) as ws:
+    give_up = time.monotonic() + retry_s
+    while True:
+        ws = await websockets.connect(url.replace("http", "ws") + "/v1/stream", max_size=None)
         await ws.send(json.dumps({"format": "s16le", "sample_rate": 16000}))
-        await ws.recv()
+        if json.loads(await ws.recv())["type"] == "ready":
+            break
+        await ws.close()
+        if time.monotonic() + RETRY_EVERY_S > give_up:
+            return None
+        await asyncio.sleep(RETRY_EVERY_S)
+    async with ws:
         t0 = time.monotonic()
 
         async def send() -> None:
@@ -188,23 +240,40 @@ async def _client(url: str, audio: np.ndarray) -> tuple[list[EmittedWord], float
     return words, ended
 
 
-async def _run_clients(server: Server, clips: list[Clip], audios: list[np.ndarray], gold: list[list[GoldWord]]
-                       ) -> dict[str, object]:
+async def _run_clients(server: Server, audios: list[np.ndarray], retry_s: float = 0.0) -> list[Served | None]:
+    """Every audio streamed by a client of its own, all at once (a refused client tries again for
+    ``retry_s``); the server CPU they took is noted on ``server``."""
     cpu0 = server.cpu_s()
-    results = await asyncio.gather(*(_client(server.url, a) for a in audios))
-    cpu = server.cpu_s() - cpu0
+    results = await asyncio.gather(*(_client(server.url, a, retry_s) for a in audios))
+    server.cpu_used = server.cpu_s() - cpu0
+    return list(results)
+
+
+def _row(server: Server, clips: list[Clip], audios: list[np.ndarray], gold: list[list[GoldWord]],
+         served: list[Served | None], alone: list[Served | None]) -> dict[str, object]:
+    """The figures of clients that streamed ``clips`` at once (``served``), beside the same
+    streams served alone (``alone``, maybe fewer)."""
     latencies: list[float] = []
+    means: list[float] = []
     kept_up = True
     hyps, refs = [], []
-    for clip, audio, ref, (words, ended) in zip(clips, audios, gold, results):
-        latencies += word_latencies(ref, words)
+    for clip, audio, ref, result in zip(clips, audios, gold, served):
+        assert result is not None
+        words, ended = result
+        mine = word_latencies(ref, words)
+        latencies += mine
+        means.append(LatencyStats.of(mine).mean)
         kept_up &= ended - len(audio) / 16000 <= KEPT_UP_S
         hyps.append("".join(w.word for w in words))
         refs.append(clip.text)
     stats = LatencyStats.of(latencies)
     audio_s = sum(len(a) for a in audios) / 16000
+    alone_hyps = ["".join(w.word for w in a[0]) for a in alone if a is not None]
     return {"clients": len(clips), "words": stats.words, "latency_p50": stats.median, "latency_p90": stats.p90,
-            "latency_mean": stats.mean, "wer": wer(refs, hyps).wer, "cpu_per_audio_s_per_session": cpu / audio_s,
+            "latency_mean": stats.mean, "worst_stream_mean": max(means, default=float("nan")),
+            "wer": wer(refs, hyps).wer if refs else float("nan"),
+            "alone_wer": wer(refs, alone_hyps).wer if refs and len(alone_hyps) == len(refs) else float("nan"),
+            "cpu_per_audio_s_per_session": server.cpu_used / audio_s if audio_s else float("nan"),
             "server_rtf": server.metric("stream_rtf"), "rss_mb": server.rss_mb(),
             "dropped_audio_s": server.metric("dropped_audio_seconds_total"), "kept_up": kept_up,
             "sessions_per_forward": server.sessions_per_forward()}
@@ -222,7 +291,10 @@ async def _run_drift(server: Server, clip: Clip, gold: list[GoldWord]) -> dict[s
 
     sampler = asyncio.create_task(sample())
     audio = clip.load_audio()
-    words, ended = await _client(server.url, audio)
+    served = await _client(server.url, audio)
+    if served is None:
+        raise RuntimeError("the server refused the long stream")
+    words, ended = served
     sampler.cancel()
     timed = timed_latencies(gold, words)
     duration = len(audio) / 16000
@@ -244,13 +316,17 @@ def format_drift(d: dict[str, object]) -> str:
 
 
 def format_table(rows: list[dict[str, object]]) -> str:
-    head = ["batch", "clients", "words", "latency p50 s", "latency p90 s", "WER %", "CPU s / audio s / session",
-            "server RTF (model time / audio)", "sessions per forward", "server RSS MB", "dropped audio s", "kept up"]
+    head = ["batch", "clients", "words", "latency p50 s", "latency p90 s", "latency mean s", "worst stream mean s",
+            "WER %", "WER alone %", "CPU s / audio s / session", "server RTF (model time / audio)",
+            "sessions per forward", "server RSS MB", "dropped audio s", "kept up"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
+        clients = f"{r['clients']} ({r['refused']} refused)" if "refused" in r else str(r["clients"])
         lines.append("| " + " | ".join([
-            str(r["batch"]), str(r["clients"]), str(r["words"]), f"{r['latency_p50']:.2f}", f"{r['latency_p90']:.2f}",
-            f"{100 * float(r['wer']):.2f}", f"{r['cpu_per_audio_s_per_session']:.3f}",  # type: ignore[arg-type]
+            str(r["batch"]), clients, str(r["words"]), f"{r['latency_p50']:.2f}", f"{r['latency_p90']:.2f}",
+            f"{r['latency_mean']:.2f}", f"{r['worst_stream_mean']:.2f}",
+            f"{100 * float(r['wer']):.2f}", f"{100 * float(r['alone_wer']):.2f}",  # type: ignore[arg-type]
+            f"{r['cpu_per_audio_s_per_session']:.3f}",  # type: ignore[arg-type]
             f"{r['server_rtf']:.3f}", f"{float(r['sessions_per_forward']):.2f}",  # type: ignore[arg-type]
             f"{r['rss_mb']:.0f}", f"{r['dropped_audio_s']:g}",
             "yes" if r["kept_up"] else "no"]) + " |")

@@ -39,6 +39,7 @@ PAUSE_S = (0.6, 1.0)  # between items, most of the time
 LONG_PAUSE_S = (2.0, 4.0)  # ... and sometimes
 LONG_PAUSE_SHARE = 0.15
 SPARSE_PAUSE_S = (4.0, 12.0)  # between the items of a sparse stream
+TALK_PAUSE_S = (1.0, 3.0)  # between the items of a conversational stream: 20 to 40 % of it pauses
 VOICE_CHANGE_SHARE = 0.6
 FLOOR_SNR_DB = 45.0
 
@@ -157,6 +158,13 @@ def varied_streams(n: int = 2, minutes: float = 1.0, seed: int = 0) -> list[Clip
 def sparse_streams(n: int = 2, minutes: float = 1.5, seed: int = 0) -> list[Clip]:
     """``n`` sparse streams of ``minutes`` each: varied items, 4 to 12 s apart."""
     return [varied_stream(f"sparse-{minutes:g}min-{i}", minutes, seed + 100 + i, pauses_s=SPARSE_PAUSE_S)
+            for i in range(n)]
+
+
+def talk_streams(n: int = 2, minutes: float = 1.5, seed: int = 0) -> list[Clip]:
+    """``n`` conversational streams of ``minutes`` each: varied items, 1 to 3 s apart (a person
+    talking with pauses, as a server's clients send it)."""
+    return [varied_stream(f"talk-{minutes:g}min-{i}", minutes, seed + 200 + i, pauses_s=TALK_PAUSE_S)
             for i in range(n)]
 
 

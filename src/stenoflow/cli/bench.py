@@ -46,7 +46,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         vopts = ServeBenchOptions(model=args.model, compute=args.compute,
                                   clients=tuple(int(n) for n in args.clients.split(",")), minutes=args.minutes,
                                   threads=args.threads, drift_minutes=args.drift_minutes,
-                                  batches=tuple(int(b) for b in args.batch.split(",")))
+                                  batches=tuple(int(b) for b in args.batch.split(",")), alone=not args.no_alone,
+                                  auto_clients=args.auto_clients, target_latency=args.target_latency)
         sys.stdout.write(run_serve_bench(vopts, args.out) + "\n")
         return 0
     if args.bench == "batch":

@@ -331,7 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
     bv = bsub.add_parser("serve", help="N concurrent real-time streams against one server: latency, CPU, memory")
     bv.add_argument("--model", default="tiny.en")
     bv.add_argument("--compute", default=None, choices=["float32", "int8"], help="default: serve's default")
-    bv.add_argument("--clients", default="1,2,4,8", help="comma list of concurrent client counts")
+    bv.add_argument("--clients", default="1,2,4,6,8", help="comma list of concurrent client counts")
+    bv.add_argument("--auto-clients", type=int, default=6,
+                    help="then this many clients at once against --max-sessions auto (0: none)")
+    bv.add_argument("--target-latency", type=float, default=ServerOptions.target_latency_s,
+                    help="the --target-latency of the auto server")
+    bv.add_argument("--no-alone", action="store_true", help="do not serve each stream alone for its unloaded WER")
     bv.add_argument("--minutes", type=float, default=1.5, help="length of each client's recording")
     bv.add_argument("--threads", type=int, default=2)
     bv.add_argument("--drift-minutes", type=float, default=0.0,
