@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from stenoflow.server.load import BUSY_WINDOW_S, MAX_BUSY, PROBATION_S, Load, quantile
+from stenoflow.server.load import (
+    BUSY_WINDOW_S,
+    MARGINAL_SHARE,
+    MAX_BUSY,
+    PROBATION_S,
+    Load,
+    quantile,
+)
 
 
 class Clock:
@@ -50,12 +57,12 @@ def test_admission_measures_streams_one_by_one_then_fills_up_to_the_busy_share()
     assert load.admit() is None
     first = load.open()
     assert load.admit() == "measuring"  # nothing known of what a stream costs yet
-    feed(load, clock, [first], PROBATION_S + 1, 0.3)
-    assert load.admit() is None  # 0.3 busy + 0.3 for one more
+    feed(load, clock, [first], PROBATION_S + 1, 0.5)
+    assert load.admit() is None  # 0.5 busy + 0.6 * 0.5 for one more
     second = load.open()
-    assert load.admit() == "full"  # 0.3 busy + 0.3 for the unmeasured second + 0.3 > MAX_BUSY
-    feed(load, clock, [first, second], BUSY_WINDOW_S, 0.3)
-    assert load.busy_share() + load.stream_share() > MAX_BUSY and load.admit() == "full"
+    assert load.admit() == "full"  # 0.5 busy + 0.3 for the unmeasured second + 0.3 > MAX_BUSY
+    feed(load, clock, [first, second], BUSY_WINDOW_S, 0.4)
+    assert load.busy_share() + MARGINAL_SHARE * load.stream_share() > MAX_BUSY and load.admit() == "full"
     load.close(second)
     clock.now += BUSY_WINDOW_S
     assert load.admit() is None  # the second stream's compute left the window
@@ -68,9 +75,9 @@ def test_a_stream_late_against_the_target_closes_admission() -> None:
     s = load.open()
     feed(load, clock, [s], PROBATION_S + 1, 0.1)
     assert load.admit() is None
-    ends = [s.received_s - 1.5 + 0.1 * i for i in range(10)]  # words sent 1.0-1.5 s after their audio came
+    ends = [s.received_s - 1.5 + 0.1 * i for i in range(10)]  # words sent 0.6-1.5 s after their audio came
     load.committed(s, ends)
-    assert s.p90_s() > 0.8 and load.admit() == "behind"
+    assert s.p90_s() > 1.0 and load.admit() == "behind"
     text = "\n".join(load.render())
     assert 'stenoflow_stream_latency_p90_seconds{stream="1"}' in text
     assert 'stenoflow_admission_refused_total{reason="behind"} 1' in text

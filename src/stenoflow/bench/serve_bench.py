@@ -76,7 +76,8 @@ def client_streams(n: int, minutes: float) -> list[Clip]:
 def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
     from stenoflow.api import load_model
 
-    clips = client_streams(max(*options.clients, options.auto_clients), options.minutes)
+    most = max((*options.clients, options.auto_clients))
+    clips = client_streams(most, options.minutes)
     audios = [clip.load_audio() for clip in clips]
     gold_model = load_model(options.gold_model, compute="float32")
     gold = [gold_words(c, gold_model, a) for c, a in zip(clips, audios)]
@@ -88,7 +89,7 @@ def run_serve_bench(options: ServeBenchOptions, out_dir: Path) -> str:
     alone: list[Served | None] = []
     if options.alone:
         with Server(options, server_log) as server:
-            for audio in audios[: max(options.clients)]:
+            for audio in audios[:most]:
                 alone.append(asyncio.run(_client(server.url, audio)))
                 log.info("served alone: %d words", len(alone[-1][0]))
     for batch in options.batches:
@@ -211,9 +212,12 @@ async def _client(url: str, audio: np.ndarray, retry_s: float = 0.0) -> Served |
     give_up = time.monotonic() + retry_s
     while True:
         ws = await websockets.connect(url.replace("http", "ws") + "/v1/stream", max_size=None)
-        await ws.send(json.dumps({"format": "s16le", "sample_rate": 16000}))
-        if json.loads(await ws.recv())["type"] == "ready":
-            break
+        try:  # a refusing server sends its error and closes before it reads the config
+            await ws.send(json.dumps({"format": "s16le", "sample_rate": 16000}))
+            if json.loads(await ws.recv())["type"] == "ready":
+                break
+        except websockets.ConnectionClosed:
+            pass
         await ws.close()
         if time.monotonic() + RETRY_EVERY_S > give_up:
             return None

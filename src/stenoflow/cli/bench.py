@@ -44,7 +44,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stenoflow.bench.serve_bench import ServeBenchOptions, run_serve_bench
 
         vopts = ServeBenchOptions(model=args.model, compute=args.compute,
-                                  clients=tuple(int(n) for n in args.clients.split(",")), minutes=args.minutes,
+                                  clients=tuple(int(n) for n in args.clients.split(",") if n.strip()), minutes=args.minutes,
                                   threads=args.threads, drift_minutes=args.drift_minutes,
                                   batches=tuple(int(b) for b in args.batch.split(",")), alone=not args.no_alone,
                                   auto_clients=args.auto_clients, target_latency=args.target_latency)

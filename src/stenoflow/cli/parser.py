@@ -10,7 +10,7 @@ from pathlib import Path
 from stenoflow.cli.stream import _or_off
 from stenoflow.model.compute import COMPUTE_TYPES, INT8_BFLOAT16, default_compute
 from stenoflow.output import FORMATS
-from stenoflow.server.options import ServerOptions
+from stenoflow.server.options import AUTO_MAX_SESSIONS, ServerOptions
 from stenoflow.streaming.variants import ABLATION
 
 log = logging.getLogger("stenoflow")
@@ -199,9 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--api-key", default=None,
                     help="bearer token every request must carry (default: $STENOFLOW_API_KEY; none: open)")
     sv.add_argument("--max-upload-mb", type=float, default=100.0, help="largest file POSTed for transcription")
-    sv.add_argument("--max-sessions", type=max_sessions, default=16,
-                    help="WebSocket streams open at once, or auto: a stream is admitted while the open ones keep "
-                         "--target-latency and the measured load leaves room for it (else error busy)")
+    sv.add_argument("--max-sessions", type=max_sessions, default="auto",
+                    help="WebSocket streams open at once, or auto (the default): a stream is admitted while the "
+                         "open ones keep --target-latency and the measured load leaves room for it, up to "
+                         f"{AUTO_MAX_SESSIONS} (else error busy)")
     sv.add_argument("--target-latency", type=float, default=ServerOptions.target_latency_s,
                     help="per-word latency (p90, seconds) --max-sessions auto keeps streams within; /metrics "
                          "counts the words later than it")

@@ -16,10 +16,10 @@ class ServerOptions:
     port: int = 8000
     api_key: str | None = None  # bearer token every request must carry (None: open)
     max_upload_bytes: int = 100 * 1024 * 1024  # REST: largest audio file accepted
-    max_sessions: int = 16  # WebSocket streams open at once (with admission "auto": at most)
+    max_sessions: int = AUTO_MAX_SESSIONS  # WebSocket streams open at once (with admission "auto": at most)
     # "auto": a stream is admitted only while the open ones keep target_latency_s and there is room
     # for it (see server.load); "fixed": up to max_sessions, however late their words come
-    admission: str = "fixed"
+    admission: str = "auto"
     target_latency_s: float = 1.5  # per-word latency (p90) the server keeps streams within
     idle_timeout_s: float = 30.0  # a stream that sends nothing for this long is closed (its text committed)
     max_message_bytes: int = 1024 * 1024  # largest WebSocket message (audio is sent in chunks)
