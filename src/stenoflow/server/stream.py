@@ -392,7 +392,11 @@ class StreamHandler:
             if intake.pending_samples:
                 # The job takes the audio when it starts, not when it was queued: a stream whose
                 # round waited behind others hears all that arrived meanwhile in one round.
-                events = await self._timed(partial(self._push, session, intake))
+                if isinstance(session, CaptionEvents):
+                    events = await self._timed(partial(self._push, session, intake))
+                else:  # voice commands keep the pushes they were tuned with: the audio as queued
+                    samples = intake.take()
+                    events = await self._timed(lambda: (*session.push(samples), samples.size / SAMPLE_RATE))
                 self.drained.set()
                 if not await self._send_all(events):
                     return
