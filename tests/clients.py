@@ -39,30 +39,33 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(args: list[str], log: Path) -> Iterator[str]:
-    """``stenoflow serve ARGS`` (with the test key) on a free port until the block ends; its URL.
-    Its output goes to ``log``."""
+def running_server(args: list[str], log: Path, env: dict[str, str] | None = None, start_s: float = 120,
+                   stop_s: float = 30) -> Iterator[str]:
+    """``stenoflow serve ARGS`` (with the test key, in ``env`` or this environment) on a free port
+    until the block ends; its URL. Its output goes to ``log``; it has ``start_s`` to answer
+    ``/health`` and ``stop_s`` to exit."""
     port = free_port()
-    env = {**os.environ, "STENOFLOW_API_KEY": KEY}
+    env = {**(os.environ if env is None else env), "STENOFLOW_API_KEY": KEY}
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "stenoflow.cli", "serve", "--port", str(port), *args],
                                 stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + start_s
         while time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()
             try:
                 if get(f"{url}/health")[0] == 200:
                     break
             except OSError:
-                time.sleep(0.3)
+                pass
+            time.sleep(0.3)
         else:
             raise AssertionError(f"server did not come up:\n{log.read_text()}")
         yield url
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=stop_s)
 
 
 def words(text: str) -> list[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clients import KEY, committed_text, free_port, get, stream_file, words
+from clients import KEY, committed_text, free_port, get, running_server, stream_file, words
 from conftest import JFK_TEXT
 
 from stenoflow.cluster.batch import MANIFEST, ManifestRow, pending_inputs
@@ -168,32 +168,11 @@ def test_a_batch_job_survives_a_corrupt_file_and_a_killed_replica(cluster: tuple
 def test_a_stream_through_the_serve_deployment(cluster: tuple[str, dict[str, str]], jfk_audio: np.ndarray,
                                                tmp_path: Path) -> None:
     address, env = cluster
-    port = free_port()
-    log = tmp_path / "serve.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "stenoflow.cli", "serve", "--model", "tiny.en", "--port",
-                                 str(port), "--ray-address", address, "--replicas", "1", "--max-replicas", "2",
-                                 "--host", "127.0.0.1"], env={**env, "STENOFLOW_API_KEY": KEY},
-                                stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if get(f"{url}/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
-        else:
-            raise AssertionError(f"the deployment did not come up:\n{log.read_text()}")
+    with running_server(["--model", "tiny.en", "--ray-address", address, "--replicas", "1", "--max-replicas", "2",
+                         "--host", "127.0.0.1"], tmp_path / "serve.log", env, start_s=300, stop_s=60) as url:
         assert get(f"{url}/v1/models")[0] == 401  # the replicas run the server's own routes, auth included
         assert json.loads(get(f"{url}/v1/models", KEY)[1])["data"][0]["id"] == "tiny.en"
         events = asyncio.run(stream_file(url, jfk_audio, pause_s=0.01))
         assert events[0]["type"] == "ready" and events[-1]["type"] == "end"
         said, heard = words(JFK_TEXT), words(committed_text(events))
         assert len(heard) <= len(said) + 2 and sum(w in heard for w in said) >= len(said) - 2
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)

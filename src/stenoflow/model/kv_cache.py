@@ -192,6 +192,10 @@ class CrossKV:
     def n_audio(self) -> int:
         return self.k[0].shape[2]
 
+    def first(self, n: int) -> CrossKV:
+        """A view of the first ``n`` positions."""
+        return CrossKV([k[:, :, :n] for k in self.k], [v[:, :, :n] for v in self.v])
+
     def then(self, rest: CrossKV, start: int, end: int) -> CrossKV:
         """These positions followed by ``rest``'s positions ``start:end``."""
         return CrossKV([torch.cat([a, b[:, :, start:end]], dim=2) for a, b in zip(self.k, rest.k)],

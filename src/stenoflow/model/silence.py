@@ -30,12 +30,10 @@ from collections import OrderedDict
 import torch
 from torch import Tensor
 
-from stenoflow.audio.features import HOP_LENGTH
 from stenoflow.model.kv_cache import CrossKV
-from stenoflow.model.reuse import EncoderReuse
+from stenoflow.model.reuse import MEL_FRAMES_PER_POSITION, SAMPLES_PER_POSITION, EncoderReuse
 from stenoflow.model.whisper import AudioEncoder, EncodedTail, TextDecoder
 
-MEL_FRAMES_PER_POSITION = 2  # the encoder's second convolution halves the mel frames
 EXACT_AFTER = 25  # positions (20 ms each) after the speech computed in full: where speech and silence meet
 FLOOR_STEP = 0.05  # log-mel units (a quarter of a bel): silences this close share a pass
 BUDGET_BYTES = 256 << 20  # most memory the kept passes may take ...
@@ -85,12 +83,10 @@ class SilenceCache:
                            head=kept.encoded if kept is not None else None, start=start)
         speech = decoder.cross_kv(out[:, start:rows].to(dtype))
         if kept is not None:  # the kept pass's positions first
-            speech = CrossKV([k[:, :, :start] for k in kept.cross.k],
-                             [v[:, :, :start] for v in kept.cross.v]).then(speech, 0, rows - start)
+            speech = kept.cross.first(start).then(speech, 0, rows - start)
         cross = speech.then(self._silence_cross(tail, decoder, dtype), rows, positions)
         if reuse is not None and keep is not None:
-            reuse.keep(mel, samples, offset, rows, start, keep, out, CrossKV([k[:, :, :rows] for k in cross.k],
-                                                                              [v[:, :, :rows] for v in cross.v]))
+            reuse.keep(mel, samples, offset, rows, start, keep, out, cross.first(rows))
         return cross
 
     def _silence_cross(self, tail: EncodedTail, decoder: TextDecoder, dtype: torch.dtype) -> CrossKV:
@@ -108,7 +104,7 @@ class SilenceCache:
     def _rows(mel: Tensor, samples: int) -> tuple[int, int]:
         """Positions of ``mel``'s window computed for its first ``samples`` of speech, and all."""
         positions = (mel.shape[-1] + 1) // MEL_FRAMES_PER_POSITION
-        return math.ceil(samples / (HOP_LENGTH * MEL_FRAMES_PER_POSITION)) + EXACT_AFTER, positions
+        return math.ceil(samples / SAMPLES_PER_POSITION) + EXACT_AFTER, positions
 
     def tail(self, mel: Tensor, spent: list[float] | None = None) -> EncodedTail:
         """The pass over a window of ``mel``'s length and shape that holds only its last column

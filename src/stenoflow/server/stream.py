@@ -392,11 +392,9 @@ class StreamHandler:
             if intake.pending_samples:
                 # The job takes the audio when it starts, not when it was queued: a stream whose
                 # round waited behind others hears all that arrived meanwhile in one round.
-                if isinstance(session, CaptionEvents):
-                    events = await self._timed(partial(self._push, session, intake))
-                else:  # voice commands keep the pushes they were tuned with: the audio as queued
-                    samples = intake.take()
-                    events = await self._timed(lambda: (*session.push(samples), samples.size / SAMPLE_RATE))
+                # voice commands keep the pushes they were tuned with: the audio as queued
+                queued = None if isinstance(session, CaptionEvents) else intake.take()
+                events = await self._timed(partial(self._push, session, intake, queued))
                 self.drained.set()
                 if not await self._send_all(events):
                     return
@@ -408,8 +406,10 @@ class StreamHandler:
             await self._send(session.end(intake.received_samples / SAMPLE_RATE))
 
     @staticmethod
-    def _push(session: EventSession, intake: ClientAudio) -> tuple[list[dict[str, object]], int, float]:
-        samples = intake.take()
+    def _push(session: EventSession, intake: ClientAudio,
+              queued: np.ndarray | None) -> tuple[list[dict[str, object]], int, float]:
+        """Push the audio ``queued`` with the job, or else all ``intake`` holds when the job runs."""
+        samples = intake.take() if queued is None else queued
         events, rounds = session.push(samples) if samples.size else ([], 0)
         return events, rounds, samples.size / SAMPLE_RATE
 
