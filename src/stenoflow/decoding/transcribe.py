@@ -19,13 +19,14 @@ import torch
 from stenoflow.decoding.options import SUPPRESS_NON_SPEECH, DecodingOptions, DecodingResult
 from stenoflow.decoding.repetition import text_loop_start
 from stenoflow.decoding.speculative import DraftModel, DraftWindow, Lookahead
-from stenoflow.decoding.task import DecodingTask, Drafter
+from stenoflow.decoding.task import DecodingTask, Drafter, detect_language
 from stenoflow.decoding.timing import find_alignment
 from stenoflow.model.medusa import MedusaHeads
 from stenoflow.model.quant import FEW_ROWS
 from stenoflow.tokenizer import TIME_PRECISION
 
 if TYPE_CHECKING:
+    from stenoflow.model.kv_cache import CrossKV
     from stenoflow.model.protocol import SpeechModel
 
 log = logging.getLogger(__name__)
@@ -145,12 +146,8 @@ class Drafting:
     def window(self, audio: np.ndarray, seek: int, size: int, hush: bool) -> DraftWindow:
         """The draft model's cross K/V of mel frames [seek, seek + size), encoded as the main
         model encodes them (speech and the draft's own hush word, or a padded 30 s window)."""
-        m = self.model
-        if hush and size < N_FRAMES and m.hush is not None:
-            features = m.encode(m.features(m.hush.append(audio[seek * HOP_LENGTH : (seek + size) * HOP_LENGTH])))
-        else:
-            features = m.encode(window(self.mel, seek, size))
-        return DraftWindow(self.pair, m.whisper.decoder.cross_kv(features))
+        features, _ = window_features(self.model, audio, self.mel, seek, size, hush)
+        return DraftWindow(self.pair, self.model.whisper.decoder.cross_kv(features))
 
 
 def decode_with_fallback(model: SpeechModel, cross: object, options: TranscribeOptions,
@@ -241,11 +238,14 @@ def transcribe(model: SpeechModel, audio: np.ndarray, options: TranscribeOptions
     mel = model.features(audio, padding=N_FRAMES * HOP_LENGTH)
     content_frames = mel.shape[-1] - N_FRAMES
     duration = len(audio) / SAMPLE_RATE
-    language, probs = options.language, None
+    language, probs, first = options.language, None, None
     if not tok.multilingual:
         language = "en"
     elif language is None:
-        language, probs = model.detect_language_mel(window(mel, 0, min(N_FRAMES, max(content_frames, 1))))
+        # The language is read from the first window's own encoder pass, which its decoding then
+        # uses: one pass of the encoder, not one to detect and another to decode.
+        first = _encode_window(model, audio, mel, 0, min(N_FRAMES, max(content_frames, 1)), options)
+        language, probs = detect_language(model.context, first.cross)
     info = TranscriptionInfo(language=language, language_probability=(probs or {}).get(language, 1.0),
                              duration=duration, options=options, all_language_probs=probs,
                              model=model.describe(), draft=_describe(draft))
@@ -259,7 +259,7 @@ def transcribe(model: SpeechModel, audio: np.ndarray, options: TranscribeOptions
         draft_mel = mel if draft.dims.n_mels == model.dims.n_mels else \
             draft.features(audio, padding=N_FRAMES * HOP_LENGTH)
         drafting = Drafting(draft, DraftModel.pair(draft.context, tok, lookahead), draft_mel)
-    return _windows(model, audio, mel, content_frames, options, language, progress, info, drafting), info
+    return _windows(model, audio, mel, content_frames, options, language, progress, info, drafting, first), info
 
 
 def speculation_inexact(compute: str, options: TranscribeOptions, medusa: bool) -> str | None:
@@ -303,9 +303,42 @@ def _digital_silence(samples: np.ndarray) -> bool:
     return samples.size == 0 or float(np.abs(samples).max()) < SILENCE_PEAK
 
 
+@dataclass(frozen=True)
+class EncodedWindow:
+    """A window's encoder pass: its output, the decoder's cross-attention keys and values over it,
+    the seconds of speech before the hush word (None: no hush word), and the seconds it took."""
+
+    seek: int
+    size: int
+    features: torch.Tensor
+    cross: CrossKV
+    speech_s: float | None
+    seconds: float
+
+
+def _encode_window(model: SpeechModel, audio: np.ndarray, mel: torch.Tensor, seek: int, size: int,
+                   options: TranscribeOptions) -> EncodedWindow:
+    """The encoder pass over mel frames [seek, seek+size) (see :func:`window_features`)."""
+    started = time.perf_counter()
+    features, speech_s = window_features(model, audio, mel, seek, size, options.hush)
+    cross = model.whisper.decoder.cross_kv(features)
+    return EncodedWindow(seek, size, features, cross, speech_s, time.perf_counter() - started)
+
+
+def window_features(model: SpeechModel, audio: np.ndarray, mel: torch.Tensor, seek: int, size: int,
+                    hush: bool) -> tuple[torch.Tensor, float | None]:
+    """The encoder output of mel frames [seek, seek+size) and the seconds of speech before the
+    hush word: a window shorter than 30 s hears the model's hush word after its speech where
+    ``hush`` (and the model has one; None seconds where not), else silence."""
+    if hush and size < N_FRAMES and model.hush is not None:
+        speech = audio[seek * HOP_LENGTH : (seek + size) * HOP_LENGTH]
+        return model.encode(model.features(model.hush.append(speech))), speech.size / SAMPLE_RATE
+    return model.encode(window(mel, seek, size)), None
+
+
 def _windows(model: SpeechModel, audio: np.ndarray, mel: torch.Tensor, content_frames: int, options: TranscribeOptions,
              language: str, progress: Callable[[float, float], None] | None, info: TranscriptionInfo,
-             drafting: Drafting | MedusaHeads | None) -> Iterator[Segment]:
+             drafting: Drafting | MedusaHeads | None, first: EncodedWindow | None = None) -> Iterator[Segment]:
     tok = model.tokenizer.with_options(language if model.tokenizer.multilingual else None, options.task)
     tb = tok.timestamp_begin
     all_tokens: list[int] = []
@@ -326,21 +359,14 @@ def _windows(model: SpeechModel, audio: np.ndarray, mel: torch.Tensor, content_f
             if progress:
                 progress(min(seek * HOP_LENGTH / SAMPLE_RATE, total), total)
             continue
-        speech_s = None
-        started = time.perf_counter()
-        if options.hush and size < N_FRAMES:
-            assert model.hush is not None
-            speech = audio[seek * HOP_LENGTH : (seek + size) * HOP_LENGTH]
-            speech_s = speech.size / SAMPLE_RATE
-            features = model.encode(model.features(model.hush.append(speech)))
-        else:
-            features = model.encode(window(mel, seek, size))
-        cross = model.whisper.decoder.cross_kv(features)
+        known = first is not None and (first.seek, first.size) == (seek, size)
+        encoded = first if known else _encode_window(model, audio, mel, seek, size, options)
+        features, cross, speech_s = encoded.features, encoded.cross, encoded.speech_s
         prompt = all_tokens[prompt_reset:] if options.condition_on_previous_text else None
         draft = drafting.window(audio, seek, size, options.hush) if isinstance(drafting, Drafting) else drafting
-        encoded = time.perf_counter()
+        started = time.perf_counter()
         result = decode_with_fallback(model, cross, options, prompt, language, speech_s, draft)
-        _count(info.stats, result.stats, encode_s=encoded - started, decode_s=time.perf_counter() - encoded,
+        _count(info.stats, result.stats, encode_s=encoded.seconds, decode_s=time.perf_counter() - started,
                tokens=len(result.tokens) + 1)
         if (options.no_speech_threshold is not None and result.no_speech_prob > options.no_speech_threshold
                 and (options.log_prob_threshold is None or result.avg_logprob < options.log_prob_threshold)):
