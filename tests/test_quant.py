@@ -162,8 +162,10 @@ def test_bfloat16_layers_keep_layer_norms_in_float32() -> None:
 def test_reduced_precision_model_logits_stay_close_to_float32(base: object, jfk_audio: np.ndarray,
                                                               compute: str) -> None:
     """Teacher-forced on the float32 transcript of jfk.wav, base in int8 (or with its encoder in
-    bfloat16) gives each token a log probability within 0.5 nats of float32's and the same best
-    token at >= 90 % of positions; the encoder hands the decoder float32 features."""
+    bfloat16) gives each token a log probability within 0.1 nats of float32's on average and
+    within 0.5 nats at worst, and the same best token at >= 90 % of positions; the encoder hands
+    the decoder float32 features. A CPU without 32-bit int8 sums rounds the activations to 7 bits
+    (half the steps of 8), so there the worst token may stray further: 0.8 nats."""
     from stenoflow.api import load_model
     from stenoflow.decoding.options import DecodingOptions
 
@@ -185,7 +187,9 @@ def test_reduced_precision_model_logits_stay_close_to_float32(base: object, jfk_
     chosen = seq[0, start + 1:, None]
     lp32 = logprobs[0][start:-1].gather(1, chosen)
     lp8 = logprobs[1][start:-1].gather(1, chosen)
-    assert float((lp32 - lp8).abs().max()) < 0.5
+    gap = (lp32 - lp8).abs()
+    assert float(gap.mean()) < 0.1
+    assert float(gap.max()) < (0.5 if native_int8_dot() else 0.8)
     agree = (logprobs[0][start:-1].argmax(-1) == logprobs[1][start:-1].argmax(-1)).float().mean()
     assert float(agree) >= 0.9
     assert int8.transcribe(jfk_audio, beam_size=None)[0]  # the int8 model runs end to end

@@ -375,6 +375,10 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
             log.debug("final hearing %r in place of %r, which writes committed words again",
                       "".join(w.word.word for w in said), "".join(w.word.word for w in tail))
             return said
+        if heard and all(w.word.end - w.word.start < INSTANT_S for w in tail):
+            log.debug("final hearing %r in place of %r, which has no audio of its own",
+                      "".join(w.word.word for w in heard), "".join(w.word.word for w in tail))
+            return heard
         if len(heard) > len(tail) and any(over_pause(w, runs) for w in tail):
             log.debug("final hearing %r in place of %r, which lies one word over a pause",
                       "".join(w.word.word for w in heard), "".join(w.word.word for w in tail))
