@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 import torch
 
 from stenoflow.api import Model, load_model
-from stenoflow.model.build import StoredInt8Linear, tensors_of
+from stenoflow.model.build import StoredInt8Linear, pack_ahead, tensors_of
 from stenoflow.model.compute import FLOAT16, INT8, INT8_BFLOAT16, cpu_compute, default_compute
 from stenoflow.model.cpu_features import native_int8_dot
 from stenoflow.model.quant import Int8Linear
@@ -35,6 +36,13 @@ def _stored(model: Model) -> bool:
 def _tokens(model: Model, audio: np.ndarray) -> list[list[int]]:
     segments, _ = model.transcribe(audio, beam_size=5)
     return [list(s.tokens) for s in segments]
+
+
+def _packed_ahead() -> None:
+    """Wait for the threads that pack stored layers ahead (see ``pack_ahead``) to finish."""
+    for thread in threading.enumerate():
+        if thread.name == "stenoflow-pack":
+            thread.join()
 
 
 def _entries(cache: Path) -> list[Path]:
@@ -80,6 +88,26 @@ def test_base_int8_from_the_cache_equals_int8_rounded_fresh(cache: Path, jfk_aud
     encoder_packed = any(m.packed for m in cached.whisper.encoder.modules() if isinstance(m, StoredInt8Linear))
     assert encoder_packed != native_int8_dot()
     assert cached.whisper.decoder.logits_proj.packed
+
+
+def test_a_stored_build_packs_the_layers_the_few_row_kernel_reads_ahead(cache: Path, jfk_audio: np.ndarray) -> None:
+    """Loaded from the cache, the int8 layers that fbgemm's few-row kernel reads (the decoder's,
+    and the encoder's where the CPU has no 32-bit int8 sums) are packed on a thread of their own,
+    and no other; the packed model transcribes as one packed on first use."""
+    load_model("tiny.en", compute=INT8, cache_dir=cache)  # builds and stores
+    cached = load_model("tiny.en", compute=INT8, cache_dir=cache)
+    _packed_ahead()
+    whisper = cached.whisper
+    assert all(m.packed for m in whisper.decoder.modules() if isinstance(m, StoredInt8Linear))
+    encoder = [m.packed for m in whisper.encoder.modules() if isinstance(m, StoredInt8Linear)]
+    assert encoder and all(p != native_int8_dot() for p in encoder)
+    assert pack_ahead(whisper) is None  # nothing left to pack
+    fresh = load_model("tiny.en", compute=INT8, cache_dir=cache)
+    _packed_ahead()
+    for m in fresh.whisper.modules():
+        if isinstance(m, StoredInt8Linear):
+            m._packing = None  # packed on first use instead
+    assert _tokens(cached, jfk_audio) == _tokens(fresh, jfk_audio)
 
 
 @pytest.mark.parametrize("compute", ["float32", INT8_BFLOAT16])

@@ -5,11 +5,15 @@ Building from weights costs seconds on every start (the layers' random initialis
 projections, int8 rounding, fbgemm's packing). A built network is therefore stored once
 (:mod:`stenoflow.weights.built`) and later starts only lay its tensors into a skeleton built on
 the meta device, which allocates and initialises nothing. Stored int8 layers pack their weights
-for fbgemm when first used with few rows (:class:`StoredInt8Linear`): the encoder never is, so its
-layers are never packed.
+for fbgemm, which only the few-row kernel reads (:class:`StoredInt8Linear`); on a CPU with 32-bit
+int8 sums the encoder never takes it, so its layers are never packed. The packing (some 0.7 s for
+base where every layer needs it) runs on a thread of its own from the load on
+(:func:`pack_ahead`), beside the audio's decoding and the encoder's first pass.
 """
 
 from __future__ import annotations
+
+import threading
 
 import torch
 from torch import Tensor, nn
@@ -74,6 +78,10 @@ class StoredInt8Linear(Int8Linear):
 
     @property
     def _packed(self) -> object:  # type: ignore[override]
+        return self.pack()
+
+    def pack(self) -> object:
+        """fbgemm's packed weight, made now if it has not been."""
         packed = self._packing
         if packed is None:
             packed = _prepack(self.q, self.scale)
@@ -96,6 +104,25 @@ def skeleton(dims: ModelDims, compute: str) -> Whisper:
         decoder.proj_t = None
         _stored_int8_layers(whisper if compute == INT8 else decoder)
     return whisper
+
+
+def pack_ahead(whisper: Whisper) -> threading.Thread | None:
+    """Start packing, on a daemon thread, every stored int8 layer of ``whisper`` that the few-row
+    kernel will read, in the order a transcription first reads them (the encoder's, where it
+    takes that kernel, then the decoder's); None if there is none. A layer the model reaches
+    first is packed where it is used, and the thread moves on."""
+    parts = [whisper.encoder, whisper.decoder] if not _int8_dot() else [whisper.decoder]
+    layers = [m for part in parts for m in part.modules() if isinstance(m, StoredInt8Linear) and not m.packed]
+    if not layers:
+        return None
+
+    def pack() -> None:
+        for layer in layers:
+            layer.pack()
+
+    thread = threading.Thread(target=pack, name="stenoflow-pack", daemon=True)
+    thread.start()
+    return thread
 
 
 def _stored_int8_layers(module: nn.Module) -> None:

@@ -27,7 +27,7 @@ from types import ModuleType
 import torch
 
 from stenoflow.model import build, quant, whisper
-from stenoflow.model.build import build_whisper, fill, skeleton, tensors_of
+from stenoflow.model.build import build_whisper, fill, pack_ahead, skeleton, tensors_of
 from stenoflow.model.whisper import Whisper
 from stenoflow.tokenizer import Tokenizer, repaired_json
 from stenoflow.weights.converted import cache_key, weights_from_record, weights_record
@@ -99,6 +99,7 @@ def read_built(stem: Path, compute: str) -> tuple[LoadedWeights, Whisper] | None
         log.warning("built network at %s is damaged or stale (%s): building it again", stem, e)
         return None
     weights.extra["built_cache"] = str(tensors_path)
+    pack_ahead(network)
     return weights, network
 
 
