@@ -6,9 +6,9 @@ projections, int8 rounding, fbgemm's packing). A built network is therefore stor
 (:mod:`stenoflow.weights.built`) and later starts only lay its tensors into a skeleton built on
 the meta device, which allocates and initialises nothing. Stored int8 layers pack their weights
 for fbgemm, which only the few-row kernel reads (:class:`StoredInt8Linear`); on a CPU with 32-bit
-int8 sums the encoder never takes it, so its layers are never packed. The packing (some 0.7 s for
-base where every layer needs it) runs on a thread of its own from the load on
-(:func:`pack_ahead`), beside the audio's decoding and the encoder's first pass.
+int8 sums the encoder never takes it, so its layers are never packed. The decoder's packing
+runs on a thread of its own from the load on (:func:`pack_ahead`), beside the audio's decoding
+and the encoder's first pass.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def build_whisper(dims: ModelDims, state_dict: dict[str, Tensor], compute: str) 
 class StoredInt8Linear(Int8Linear):
     """An :class:`Int8Linear` whose int8 weights, scales and bias come from a stored build
     (assigned by :func:`fill`), not from rounding a float weight. fbgemm's packed weight, which
-    only the few-row kernel reads, is made on first use; two threads that race to make it each
-    make the same one."""
+    only the few-row kernel reads, is made once, on first use or ahead of it (:func:`pack_ahead`):
+    a thread that needs it while another makes it waits for that one."""
 
     def __init__(self, out_features: int, in_features: int, bias: bool, int8_dot: bool | None = None) -> None:
         nn.Module.__init__(self)
@@ -74,6 +74,7 @@ class StoredInt8Linear(Int8Linear):
         self.register_buffer("bias", torch.empty(out_features, device=meta) if bias else None)
         self.int8_dot = _int8_dot() if int8_dot is None else int8_dot
         self._packing: object | None = None
+        self._packing_lock = threading.Lock()
         self._ends = torch.tensor([[1.0, -1.0]])  # the range columns (see Int8Linear)
 
     @property
@@ -84,8 +85,10 @@ class StoredInt8Linear(Int8Linear):
         """fbgemm's packed weight, made now if it has not been."""
         packed = self._packing
         if packed is None:
-            packed = _prepack(self.q, self.scale)
-            self._packing = packed
+            with self._packing_lock:
+                packed = self._packing
+                if packed is None:
+                    packed = self._packing = _prepack(self.q, self.scale)
         return packed
 
     @property
@@ -107,12 +110,11 @@ def skeleton(dims: ModelDims, compute: str) -> Whisper:
 
 
 def pack_ahead(whisper: Whisper) -> threading.Thread | None:
-    """Start packing, on a daemon thread, every stored int8 layer of ``whisper`` that the few-row
-    kernel will read, in the order a transcription first reads them (the encoder's, where it
-    takes that kernel, then the decoder's); None if there is none. A layer the model reaches
-    first is packed where it is used, and the thread moves on."""
-    parts = [whisper.encoder, whisper.decoder] if not _int8_dot() else [whisper.decoder]
-    layers = [m for part in parts for m in part.modules() if isinstance(m, StoredInt8Linear) and not m.packed]
+    """Start packing, on a thread of its own, the stored int8 layers of ``whisper``'s decoder, in the
+    order decoding first reads them, while the encoder runs; None if none is left to pack. The
+    encoder's layers (which take the few-row kernel only where the CPU has no 32-bit int8 sums)
+    are needed at once and are packed where they are used."""
+    layers = [m for m in whisper.decoder.modules() if isinstance(m, StoredInt8Linear) and not m.packed]
     if not layers:
         return None
 
@@ -120,7 +122,9 @@ def pack_ahead(whisper: Whisper) -> threading.Thread | None:
         for layer in layers:
             layer.pack()
 
-    thread = threading.Thread(target=pack, name="stenoflow-pack", daemon=True)
+    # Not a daemon: the interpreter waits for it at exit (well under a second) rather than stop it
+    # inside fbgemm, which aborts the process.
+    thread = threading.Thread(target=pack, name="stenoflow-pack")
     thread.start()
     return thread
 

@@ -11,7 +11,7 @@ them (and of the silence after them, :mod:`.silence`); those earlier positions k
 and cross-attention keys and values of the pass that last computed them, which heard at least
 ``overlap_s`` of audio after them.
 
-Not exact: a streaming trade, measured against the full pass in docs/live-captions.md. The kept
+Not exact: a streaming trade, measured against the full pass in docs/benchmarks.md ("Encoder reuse"). The kept
 pass is used only while the buffer keeps its start, its window length and (to within
 ``MEL_TOLERANCE``) its log-mel frames: a louder sound lifts the floor of the whole log-mel, and
 then the window is computed anew.

@@ -17,7 +17,7 @@ what projecting the whole window gives.
 
 The pass over the silence is the cost of a full encoder pass, paid once per (floor, window
 length): a stream's floor moves with the loudest sound in its buffer, so floors are rounded to
-``FLOOR_STEP`` and the last few kept. Not exact: a streaming benchmark trade (see docs/live-captions.md,
+``FLOOR_STEP`` and the last few kept. Not exact: a streaming benchmark trade (see docs/benchmarks.md,
 "The silence cache"), which ``StreamOptions.silence_cache`` turns off.
 """
 

@@ -31,7 +31,7 @@ class StreamOptions:
     of up to 30 s); a few fields apply to one of them only, as their comments say.
 
     The defaults are what ``stenoflow stream`` runs: the configuration the streaming benchmark
-    found fastest at its accuracy (see docs/live-captions.md). Fields left at ``None`` or ``"auto"`` take
+    found fastest at its accuracy (see docs/benchmarks.md). Fields left at ``None`` or ``"auto"`` take
     the policy's and the model's own choice when a session opens (``resolved``)."""
 
     step: float = 0.35  # seconds of new audio between rounds (back-to-back when rounds are slower)
@@ -43,11 +43,11 @@ class StreamOptions:
     # live, without the hush word: the encoder hears the buffer padded with silence to a window of
     # this many seconds (at least 5 s of silence after it; 30: Whisper's own window). A 15 s
     # window gains most of what 30 s padding gains over the hush word (about a WER point) at
-    # half its compute (see docs/live-captions.md).
+    # half its compute (see docs/benchmarks.md, "The window").
     window_s: float = 15.0
     # live, in such a window: the encoder computes the speech's positions only and takes the
     # silence's from a kept pass over silence alone (stenoflow.model.silence): the encoder at a
-    # third of its cost, at the same WER on the streaming benchmark (see docs/live-captions.md).
+    # third of its cost, at the same WER on the streaming benchmark (see docs/benchmarks.md).
     silence_cache: bool = True
     # live, with the silence cache: a round computes the encoder's positions from this many seconds
     # before the end of the last round's speech on, and takes those before from that round's pass
