@@ -205,6 +205,11 @@ def stretched_at(words: Sequence[HeardWord], speech: Callable[[float, float], fl
                 len(words))
 
 
+def at_instant(word: HeardWord) -> bool:
+    """Whether DTW lays ``word`` over less than ``INSTANT_S`` of audio: no audio of its own."""
+    return word.word.end - word.word.start < INSTANT_S
+
+
 def instant_in_silence_at(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> int:
     """Index of the first of ``words`` that DTW lays over less than ``INSTANT_S`` of audio with
     no speech (``speech``: seconds of it between two times, by a voice activity model) within
@@ -213,7 +218,7 @@ def instant_in_silence_at(words: Sequence[HeardWord], speech: Callable[[float, f
     said, the "blue," at 20 ms of the silence after it), and the next round agrees. A word said
     has audio and speech of its own. Words from it on are not committed before a round hears
     them."""
-    return next((i for i, w in enumerate(words) if w.word.end - w.word.start < INSTANT_S
+    return next((i for i, w in enumerate(words) if at_instant(w)
                  and not speech(w.word.start - WORD_EDGE_S, w.word.end + WORD_EDGE_S)), len(words))
 
 
@@ -375,7 +380,7 @@ def final_words(heard: list[HeardWord], tail: list[HeardWord], sound_to: Callabl
             log.debug("final hearing %r in place of %r, which writes committed words again",
                       "".join(w.word.word for w in said), "".join(w.word.word for w in tail))
             return said
-        if heard and all(w.word.end - w.word.start < INSTANT_S for w in tail):
+        if heard and all(at_instant(w) for w in tail):
             log.debug("final hearing %r in place of %r, which has no audio of its own",
                       "".join(w.word.word for w in heard), "".join(w.word.word for w in tail))
             return heard
