@@ -52,7 +52,7 @@ from stenoflow.memory import HeapTrimmer
 from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, Dropped, StreamUpdate, TimedWord
-from stenoflow.streaming.hearing import LONE_SPEECH_S, Rehearing
+from stenoflow.streaming.hearing import LONE_SPEECH_S, ONSET_LEAD_S, PAUSE_CONTEXT_S, Rehearing
 from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.live_round import (
     Encoded,
@@ -90,14 +90,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SNAP_S = 0.1  # a cut between two words moves to the quietest point this close to their boundary
-ONSET_LEAD_S = 0.3  # audio kept before the first sound when silence is cut away
 SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer keeps
-# Across a pause the committed speech before it is no context: once the silence reaches this far
-# past the committed end, the buffer drops that speech and keeps only the last second before the
-# next sound. Heard again before a short word said seconds later, it made Whisper write the last
-# committed word again in its place ("Hello. Hello." over "Hello. ... Down.") or lay the next
-# word over both; the committed text stays the prompt.
-PAUSE_CONTEXT_S = 0.5
 IDLE_SILENCE_S = 1.0  # silence after the last speech a round heard before idle rounds are skipped
 MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live in the text)
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
