@@ -14,6 +14,7 @@ import numpy as np
 
 SAMPLE_RATE = 16000
 SOUND_FRAME_S = 0.02  # frame of the sound detector
+ONSET_LEAD_S = 0.3  # audio a cut that drops silence keeps before the first sound after it
 
 
 class AudioBuffer:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
+from stenoflow.streaming.buffer import ONSET_LEAD_S, SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.live_round import Encoded, Heard, HeardWord, LiveRound, RoundInput
 from stenoflow.streaming.speech import SpeechTrack
 from stenoflow.streaming.word_rules import (
@@ -48,7 +48,6 @@ RETRY_LEAD_S = 2.0
 # the last round's unconfirmed words (final_words), which start there.
 FINAL_LEAD_S = 0.05
 FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
-ONSET_LEAD_S = 0.3  # audio kept before the first sound when silence is cut away
 # Across a long pause the committed speech before it is no context: once the silence reaches this
 # far past the committed end, the buffer drops that speech and keeps only the last second before
 # the next sound, and a hearing alone starts ONSET_LEAD_S before that sound. Heard again before a

@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stenoflow.memory import HeapTrimmer
-from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
+from stenoflow.streaming.buffer import ONSET_LEAD_S, SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, Dropped, StreamUpdate, TimedWord
-from stenoflow.streaming.hearing import LONE_SPEECH_S, ONSET_LEAD_S, PAUSE_CONTEXT_S, Rehearing
+from stenoflow.streaming.hearing import LONE_SPEECH_S, PAUSE_CONTEXT_S, Rehearing
 from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.live_round import (
     Encoded,

@@ -22,7 +22,7 @@ import numpy as np
 
 from stenoflow.decoding.options import DecodingOptions, verify_options
 from stenoflow.streaming.agreement import LocalAgreement
-from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
+from stenoflow.streaming.buffer import ONSET_LEAD_S, SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.events import SENTENCE_END, StreamUpdate, TimedWord
 from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.options import StreamOptions
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 _PRUNE_AT = 2000  # committed words kept for the prompt before old ones are dropped
 SNAP_S = 0.25  # a cut moves to the quietest point this close to the aligned boundary
 LAST_WORD_LEAD_S = 0.3  # ... or, after a stall, this far before the last word's aligned start
-ONSET_LEAD_S = 0.3  # a cut in a round that heard nothing stays this far before the first sound
 SPEECH_LEAD_S = 0.1  # any cut stays this far before speech that starts after the committed words
 # A hypothesis that jumps over a gap this long holding this much sound skipped speech: it is
 # trusted only up to the jump while the gap is this recent (later rounds usually hear it).
