@@ -253,6 +253,31 @@ def test_sentences_after_long_pauses_are_heard_in_a_buffer_cut_in_the_silence(ba
     assert max(r["buffer_s"] for r in run.rounds if "final" not in r) < 8.0  # the final hearing has no buffer
 
 
+LIST = [(1.0, "Apple.")] + [(0.8, word) for word in
+                             ("Table.", "Garden.", "Window.", "Pencil.", "Orange.", "Candle.", "River.", "Basket.")]
+
+
+def test_a_list_said_a_word_at_a_time_is_heard_with_the_words_before_it(base_default: Model) -> None:
+    """Three seconds of committed speech before the new words hold a phrase of talk, but only a
+    word or two of a list said a word at a time: each word was then heard almost alone, and
+    misheard far more often than in the whole recording ("gem" as "jam", "H." as "I. J."). While
+    the list goes on, every round hears the last four committed words again before the new ones."""
+    audio = spoken(LIST, 3.0)
+    run = run_stream(lambda: base_default.stream(), audio, "unaware", chunk_s=0.1)
+    assert len(run.words) >= len(LIST), run.text
+    said_to = audio.size / SR - 3.0
+    checked = 0
+    for r in run.rounds:
+        if "final" in r or "buffer_start" not in r or r["audio_end"] > said_to:
+            continue
+        committed = [w for w in run.words if w.emitted_at < r["audio_end"] - 0.01]
+        if len(committed) >= 4:
+            checked += 1
+            in_buffer = [w.word for w in committed if w.start >= r["buffer_start"] - 0.05]
+            assert len(in_buffer) >= 4, (r["audio_end"], r["buffer_start"], [(w.word, w.start) for w in committed])
+    assert checked >= 5
+
+
 ENDS = [(0.5, "Turn left at the next corner."), (2.0, "Quiet him by brushing his hair."),
         (2.0, "Set a timer for ten minutes."), (2.0, "Lemons, cheese, soap and eggs."), (2.0, "Stop the music.")]
 

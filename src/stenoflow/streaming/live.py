@@ -94,6 +94,11 @@ SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer ke
 IDLE_SILENCE_S = 1.0  # silence after the last speech a round heard before idle rounds are skipped
 MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live in the text)
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
+# Context the buffer keeps before the new words: ``context_s`` of committed speech, and at least
+# this many committed words while no long pause ends them (``PAUSE_CONTEXT_S``). Three seconds hold
+# a phrase of talk, but only a word or two of a list said a word at a time, each then heard almost
+# alone ("gem" as "jam", "H." as "I. J." after "F. G.").
+MIN_CONTEXT_WORDS = 4
 FINAL_HEARINGS = 3  # most final hearings, each of the speech after the words the one before committed
 
 
@@ -377,7 +382,8 @@ class LiveSession(Rehearing):
     # --- the buffer ------------------------------------------------------------------------------
     def _cut(self) -> None:
         """Cut the buffer where the words before the cut are final: at the latest committed
-        sentence end that leaves ``context_s`` of committed speech in the buffer, or, once the
+        sentence end that leaves ``context_s`` of committed speech and ``MIN_CONTEXT_WORDS``
+        committed words in the buffer, or, once the
         buffer is longer than ``buffer_trim_s``, at the latest such word boundary. In silence
         (from ``PAUSE_CONTEXT_S`` after the committed words), keep only the last second before
         the next sound (sound a round heard with a second of silence after it is not the next
@@ -386,7 +392,8 @@ class LiveSession(Rehearing):
         inside = self._committed[self._in_buffer :]
         keep_from = self._committed_end - o.context_s
         boundaries = [j for j in range(1, len(inside) + 1) if inside[j - 1].word.end <= keep_from + 1e-6]
-        sentences = [j for j in boundaries if inside[j - 1].word.word.rstrip().endswith(SENTENCE_END)]
+        sentences = [j for j in boundaries
+                     if j <= len(inside) - MIN_CONTEXT_WORDS and inside[j - 1].word.word.rstrip().endswith(SENTENCE_END)]
         j = max(sentences, default=None)
         if j is None and self.buffer.duration > o.trim_s:
             j = max(boundaries, default=None)
