@@ -383,8 +383,8 @@ class LiveSession(Rehearing):
     def _cut(self) -> None:
         """Cut the buffer where the words before the cut are final: at the latest committed
         sentence end that leaves ``context_s`` of committed speech and ``MIN_CONTEXT_WORDS``
-        committed words in the buffer, or, once the
-        buffer is longer than ``buffer_trim_s``, at the latest such word boundary. In silence
+        committed words in the buffer, or, once the buffer is longer than ``buffer_trim_s``, at
+        the latest word boundary that leaves ``context_s`` of committed speech. In silence
         (from ``PAUSE_CONTEXT_S`` after the committed words), keep only the last second before
         the next sound (sound a round heard with a second of silence after it is not the next
         sound)."""
