@@ -33,6 +33,7 @@ from stenoflow.streaming.word_rules import (
     silent_copy_at,
     spoken_length,
     stretched_at,
+    unfinished_at,
     where_spoken,
     without_silent_copies,
     without_silent_runs,
@@ -557,6 +558,21 @@ def test_a_copy_of_a_word_laid_over_silence_waits_for_a_round_that_hears_it() ->
     assert silent_copy_at([hw(" very", 3.6, 3.9), hw(" very", 3.9, 4.2), hw(" good.", 4.2, 4.4)], speech) == 3
     # Only a word repeated right after itself counts: a word alone over silence is another rule's.
     assert silent_copy_at([first, hw(" Stop.", 2.0, 2.5)], speech) == 2
+
+
+def test_a_last_word_with_speech_running_on_to_the_end_of_the_audio_waits() -> None:
+    # "... finalize. ... finalization": a round whose audio ended at 220.6 s, inside
+    # "finalization" (said 219.9-220.9 s), wrote its start as "Finalize" (219.9-220.2 s).
+    def speech(lo: float, hi: float) -> float:
+        return sum(max(0.0, min(hi, b) - max(lo, a)) for a, b in ((217.9, 218.6), (219.9, 220.9)))
+
+    before, part = hw(" Finalize", 217.9, 218.6), hw(" Finalize", 219.9, 220.2)
+    assert unfinished_at([before, part], speech, 220.6) == 1
+    # Once a pause follows it, or a word is written after it, the last word is complete.
+    assert unfinished_at([before, part], speech, 221.4) == 2
+    assert unfinished_at([before], speech, 219.4) == 1
+    assert unfinished_at([before], speech, 218.6) == 1
+    assert unfinished_at([], speech, 220.6) == 0
 
 
 def test_a_word_written_at_an_instant_in_silence_waits_for_a_round_that_hears_it() -> None:

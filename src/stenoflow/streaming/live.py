@@ -77,6 +77,7 @@ from stenoflow.streaming.word_rules import (
     silent_copy_at,
     spoken_length,
     stretched_at,
+    unfinished_at,
     where_spoken,
     without_silent_copies,
     without_silent_runs,
@@ -253,8 +254,11 @@ class LiveSession(Rehearing):
             self._previous = whole
             # A word at an instant in silence is not final, whatever the rounds agree on: it
             # stays unconfirmed (and seen as such by the rules for the tail) until a round
-            # places it over audio.
+            # places it over audio; nor is the last word while the speech under it runs on to
+            # the end of the audio (the start of a longer word, see unfinished_at).
             n = instant_in_silence_at(heard.words[: self.policy.commit(self._tail, heard)], self.speech.seconds)
+            if n == len(heard.words):
+                n = unfinished_at(heard.words, self.speech.seconds, heard.end)
             committed = forced + self._record(heard.words[:n])
             self._tail = list(heard.words[n:])
             self._tail_alone = alone

@@ -222,6 +222,19 @@ def instant_in_silence_at(words: Sequence[HeardWord], speech: Callable[[float, f
                  and not speech(w.word.start - WORD_EDGE_S, w.word.end + WORD_EDGE_S)), len(words))
 
 
+def unfinished_at(words: Sequence[HeardWord], speech: Callable[[float, float], float], end: float) -> int:
+    """``len(words) - 1`` when the speech under the last of ``words`` runs on without a pause to
+    ``end`` (the end of the audio its round heard; ``speech``: seconds of speech between two
+    times, by a voice activity model), else ``len(words)``. A round whose audio ends while a long
+    word is said writes its start as a word ("Finalize" of "finalization"), complete by the text's
+    end; committed, the rest of the word is heard next as the word again. A word said ends at a
+    pause or is followed by the next word written: until then the last word waits."""
+    if not words:
+        return 0
+    last = words[-1].word.end
+    return len(words) - 1 if end - last > 0 and speech(last, end) >= end - last - WORD_SOUND_S else len(words)
+
+
 def silent_copy_at(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> int:
     """Index of the first of ``words`` that repeats the word before it (numbers spelled or in
     digits alike) over less than ``COPY_SPEECH_S`` of speech (``speech``: seconds of speech
