@@ -95,8 +95,9 @@ SILENCE_KEEP_S = 1.0  # silence after the last committed word that the buffer ke
 IDLE_SILENCE_S = 1.0  # silence after the last speech a round heard before idle rounds are skipped
 MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live in the text)
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
-# Context the buffer keeps before the new words: ``context_s`` of committed speech, and at least
-# this many committed words while no long pause ends them (``PAUSE_CONTEXT_S``). Three seconds hold
+# Context a cut at a sentence end keeps before the new words: ``context_s`` of committed speech, and
+# at least this many committed words (a long pause, ``PAUSE_CONTEXT_S``, still ends them, and a buffer
+# over ``buffer_trim_s`` is cut keeping ``context_s`` alone). Three seconds hold
 # a phrase of talk, but only a word or two of a list said a word at a time, each then heard almost
 # alone ("gem" as "jam", "H." as "I. J." after "F. G.").
 MIN_CONTEXT_WORDS = 4
