@@ -257,9 +257,8 @@ class LiveSession(Rehearing):
             # stays unconfirmed (and seen as such by the rules for the tail) until a round
             # places it over audio; nor is the last word while the speech under it runs on to
             # the end of the audio (the start of a longer word, see unfinished_at).
-            n = instant_in_silence_at(heard.words[: self.policy.commit(self._tail, heard)], self.speech.seconds)
-            if n == len(heard.words):
-                n = unfinished_at(heard.words, self.speech.seconds, heard.end)
+            n = min(instant_in_silence_at(heard.words[: self.policy.commit(self._tail, heard)], self.speech.seconds),
+                    unfinished_at(heard.words, self.speech.seconds, heard.end))
             committed = forced + self._record(heard.words[:n])
             self._tail = list(heard.words[n:])
             self._tail_alone = alone
