@@ -157,7 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--medusa", default=None, metavar="KIND",
                     help="live: the model's Medusa heads (linear, block or a heads file) draft past the previous "
                          "round's words")
-    st.add_argument("--language", default=None, help="language code (default en)")
+    st.add_argument("--language", default=None,
+                    help="language code, or auto: detected, and followed where it changes (multilingual "
+                         "models; default en)")
+    st.add_argument("--task", default=None, choices=["transcribe", "translate"],
+                    help="translate: English text of speech in any language (multilingual models)")
     st.add_argument("--simulate", default="realtime", choices=["realtime", "unaware"],
                     help="for files: feed at 1x wall clock (realtime) or as fast as rounds run (unaware)")
     st.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per read (default 0.1)")

@@ -116,7 +116,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
         printer(update, emitted_at)
         if word_log is not None:
             for w in update.committed:
-                word_log.write(EmittedWord(w.word, w.start, w.end, emitted_at).to_json() + "\n")
+                word_log.write(EmittedWord(w.word, w.start, w.end, emitted_at, w.language).to_json() + "\n")
             word_log.flush()
         if round_log is not None:
             for line in round_records(update, emitted_at):
@@ -186,7 +186,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "gate_close", "beam_tail", "commit",
                                                     "align_frames", "agree_rounds", "commit_confident", "cold_margin_s", "commit_flanked",
-                                                    "context_s", "skip_idle", "prompt_chars", "window_s", "silence_cache", "language", "speculative",
+                                                    "context_s", "skip_idle", "prompt_chars", "window_s", "silence_cache", "language", "task", "speculative",
                                                     "medusa", "encoder_reuse_s")
              if getattr(args, name) is not None}
     for name in ("commit_confident", "commit_flanked", "encoder_reuse_s"):

@@ -196,6 +196,10 @@ class CrossKV:
         """A view of the first ``n`` positions."""
         return CrossKV([k[:, :, :n] for k in self.k], [v[:, :, :n] for v in self.v])
 
+    def span(self, start: int, end: int) -> CrossKV:
+        """A view of positions ``start:end``."""
+        return CrossKV([k[:, :, start:end] for k in self.k], [v[:, :, start:end] for v in self.v])
+
     def then(self, rest: CrossKV, start: int, end: int) -> CrossKV:
         """These positions followed by ``rest``'s positions ``start:end``."""
         return CrossKV([torch.cat([a, b[:, :, start:end]], dim=2) for a, b in zip(self.k, rest.k)],

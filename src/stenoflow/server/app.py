@@ -1,7 +1,7 @@
 """The ASGI application: one loaded model behind WebSocket streams, OpenAI REST and a caption page.
 
 Routes: ``/`` (the live-caption page), ``/v1/stream`` (WebSocket, see ``server.stream``),
-``POST /v1/audio/transcriptions`` and ``GET /v1/models`` (OpenAI-compatible), ``/health``,
+``POST /v1/audio/transcriptions``, ``POST /v1/audio/translations`` and ``GET /v1/models`` (OpenAI-compatible), ``/health``,
 ``/metrics`` (Prometheus). With an API key every route but ``/``, ``/health`` and the page's script
 needs ``Authorization: Bearer KEY`` (a browser's WebSocket may pass ``?api_key=KEY`` instead).
 """
@@ -90,19 +90,7 @@ def create_app(model: Model, options: ServerOptions) -> FastAPI:
         return {"object": "list", "data": [{"id": model.name, "object": "model", "owned_by": "stenoflow",
                                             "created": 0}]}
 
-    @app.post("/v1/audio/transcriptions")
-    async def transcriptions(
-        request: Request,
-        file: UploadFile,
-        model_name: Annotated[str, Form(alias="model")] = "whisper-1",
-        language: Annotated[str | None, Form()] = None,
-        prompt: Annotated[str | None, Form()] = None,
-        temperature: Annotated[float, Form()] = 0.0,
-        response_format: Annotated[str, Form()] = "json",
-        granularities: Annotated[list[str] | None, Form(alias="timestamp_granularities[]")] = None,
-    ) -> Response:
-        req = TranscriptionRequest(model_name, language or None, prompt or None, temperature, response_format,
-                                   tuple(granularities or ("segment",)))
+    async def answer(req: TranscriptionRequest, file: UploadFile) -> Response:
         req.check(model.name)
         data = await file.read(options.max_upload_bytes + 1)
         if len(data) > options.max_upload_bytes:
@@ -112,6 +100,31 @@ def create_app(model: Model, options: ServerOptions) -> FastAPI:
             raise RequestError("the uploaded file is empty", param="file")
         body, media_type = await transcribe_upload(model, scheduler, metrics, data, req)
         return Response(body, media_type=media_type)
+
+    @app.post("/v1/audio/transcriptions")
+    async def transcriptions(
+        file: UploadFile,
+        model_name: Annotated[str, Form(alias="model")] = "whisper-1",
+        language: Annotated[str | None, Form()] = None,
+        prompt: Annotated[str | None, Form()] = None,
+        temperature: Annotated[float, Form()] = 0.0,
+        response_format: Annotated[str, Form()] = "json",
+        granularities: Annotated[list[str] | None, Form(alias="timestamp_granularities[]")] = None,
+    ) -> Response:
+        return await answer(TranscriptionRequest(model_name, language or None, prompt or None, temperature,
+                                                 response_format, tuple(granularities or ("segment",))), file)
+
+    @app.post("/v1/audio/translations")
+    async def translations(
+        file: UploadFile,
+        model_name: Annotated[str, Form(alias="model")] = "whisper-1",
+        prompt: Annotated[str | None, Form()] = None,
+        temperature: Annotated[float, Form()] = 0.0,
+        response_format: Annotated[str, Form()] = "json",
+    ) -> Response:
+        """The speech of ``file``, in whatever language, as English text (OpenAI's translations)."""
+        return await answer(TranscriptionRequest(model_name, None, prompt or None, temperature, response_format,
+                                                 task="translate"), file)
 
     @app.middleware("http")
     async def limit_upload(request: Request, call_next):  # type: ignore[no-untyped-def]

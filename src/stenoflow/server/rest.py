@@ -1,4 +1,5 @@
-"""OpenAI-compatible file transcription: ``POST /v1/audio/transcriptions`` and its response formats."""
+"""OpenAI-compatible file transcription and translation: ``POST /v1/audio/transcriptions`` and
+``POST /v1/audio/translations`` (into English), and their response formats."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class TranscriptionRequest:
     temperature: float = 0.0
     response_format: str = "json"
     granularities: tuple[str, ...] = ("segment",)
+    task: str = "transcribe"  # "translate": the route of translations, into English
 
     def check(self, served: str) -> None:
         if self.model not in (served, *MODEL_ALIASES):
@@ -71,8 +73,8 @@ async def transcribe_upload(model: Model, scheduler: ModelScheduler, metrics: Me
     temperature = (request.temperature,) if request.temperature > 0 else (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     try:
         segments_iter, info = await scheduler.run(lambda: model.transcribe(
-            audio, language=request.language, initial_prompt=request.prompt, temperature=temperature,
-            word_timestamps="word" in request.granularities))
+            audio, language=request.language, task=request.task, initial_prompt=request.prompt,
+            temperature=temperature, word_timestamps="word" in request.granularities))
     except ValueError as e:
         raise RequestError(str(e)) from e
     segments: list[Segment] = []

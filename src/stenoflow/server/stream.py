@@ -2,14 +2,16 @@
 
 1. The client sends one JSON text message: ``{"format": "s16le" | "f32le" | "container",
    "sample_rate": 16000, "language": "en", "step": 0.5, "policy": "live", "window": 15, "hush":
-   false}`` (all optional; raw PCM must be 16 kHz mono; "container" is any file format FFmpeg reads,
-   decoded here as it arrives; "window" and "hush" choose how a round hears its buffer, see
-   ``StreamOptions``: the hush word costs less compute per stream, the window is more accurate).
+   false, "task": "transcribe"}`` (all optional; raw PCM must be 16 kHz mono; "container" is any
+   file format FFmpeg reads, decoded here as it arrives; "window" and "hush" choose how a round
+   hears its buffer, see ``StreamOptions``: the hush word costs less compute per stream, the window
+   is more accurate; "language": "auto" detects the language, "task": "translate" writes English).
 2. The server answers ``{"type": "ready", ...}``; the client sends binary messages of audio, any
    size up to the server's message limit, and ends with the text message ``{"type": "end"}``.
 3. The server sends ``{"type": "update", "committed": [words], "tail": [words], "audio_s": ...}``
-   after each round (words are ``{"word", "start", "end"}``; committed words are final and never
-   repeated), then ``{"type": "end", "text": ..., "words": n}`` and closes.
+   after each round (words are ``{"word", "start", "end"}``, and ``"language"`` where the stream
+   detects it; committed words are final and never repeated), then ``{"type": "end", "text": ...,
+   "words": n}`` and closes.
 
 With ``"mode": "utterances"`` in the config (voice commands, see ``stenoflow.utterance``) the server
 instead sends one ``{"type": "utterance", "text", "start", "end", "endpoint", "perplexity", ...}`` per
@@ -66,7 +68,7 @@ class ProtocolError(Exception):
         self.close_code = close_code
 
 
-CAPTION_FIELDS = ("step", "policy", "window", "hush")
+CAPTION_FIELDS = ("step", "policy", "window", "hush", "task")
 CONFIG_FIELDS = ("format", "sample_rate", "language", "mode", *CAPTION_FIELDS)
 OPTION_NAMES = {"window": "window_s"}  # config fields named otherwise in StreamOptions
 
@@ -91,6 +93,7 @@ class StreamConfig:
     mode: str = CAPTIONS
     window: float | None = None  # captions: seconds of the window a live round hears (StreamOptions.window_s)
     hush: bool | None = None  # captions: the model's hush word instead of the window (cheaper, less accurate)
+    task: str | None = None  # captions: "translate" for English text of speech in any language
 
     @classmethod
     def parse(cls, text: str) -> StreamConfig:
@@ -122,17 +125,17 @@ class StreamConfig:
         hush = doc.get("hush")
         if hush is not None and not isinstance(hush, bool):
             raise ProtocolError("bad_config", f"hush must be true or false, got {hush!r}")
-        language, policy = doc.get("language"), doc.get("policy")
-        for name, value in (("language", language), ("policy", policy)):
+        language, policy, task = doc.get("language"), doc.get("policy"), doc.get("task")
+        for name, value in (("language", language), ("policy", policy), ("task", task)):
             if value is not None and not isinstance(value, str):
                 raise ProtocolError("bad_config", f"{name} must be a string, got {value!r}")
-        return cls(fmt, int(rate), language, step, policy, mode, window, hush)
+        return cls(fmt, int(rate), language, step, policy, mode, window, hush, task)
 
     def settings(self) -> dict[str, object]:
         """The session settings this config gives, by their config names (the rest stay the
         server's defaults)."""
         given = (("language", self.language), ("step", self.step), ("policy", self.policy),
-                 ("window", self.window), ("hush", self.hush))
+                 ("window", self.window), ("hush", self.hush), ("task", self.task))
         return {k: v for k, v in given if v is not None}
 
     def overrides(self) -> dict[str, object]:
@@ -147,7 +150,9 @@ class StreamConfig:
 
 
 def words_json(words: tuple[TimedWord, ...]) -> list[dict[str, object]]:
-    return [{"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3)} for w in words]
+    """Words as events carry them: ``language`` too where the stream detects it."""
+    return [{"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3),
+             **({"language": w.language} if w.language is not None else {})} for w in words]
 
 
 @dataclass

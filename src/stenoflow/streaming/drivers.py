@@ -44,11 +44,14 @@ class EmittedWord:
     start: float  # position in the audio, seconds
     end: float
     emitted_at: float  # feed-clock seconds since the stream began
+    language: str | None = None  # the language it was heard in, where the stream detects it
 
     def to_json(self) -> str:
-        return json.dumps({"word": self.word, "start": round(float(self.start), 3),
-                           "end": round(float(self.end), 3), "emitted_at": round(float(self.emitted_at), 3)},
-                          ensure_ascii=False)
+        doc: dict[str, object] = {"word": self.word, "start": round(float(self.start), 3),
+                                  "end": round(float(self.end), 3), "emitted_at": round(float(self.emitted_at), 3)}
+        if self.language is not None:
+            doc["language"] = self.language
+        return json.dumps(doc, ensure_ascii=False)
 
 
 @dataclass
@@ -177,7 +180,8 @@ class _Recorder:
         update = self.clock.call(fn)
         self.run.compute_s += time.perf_counter() - t0
         emitted_at = self.clock.now()
-        self.run.words.extend(EmittedWord(w.word, w.start, w.end, emitted_at) for w in update.committed)
+        self.run.words.extend(EmittedWord(w.word, w.start, w.end, emitted_at, w.language)
+                              for w in update.committed)
         self.run.rounds.extend(dict(r) for r in update.rounds)
         self.run.dropped.extend(update.dropped)
         if self.on_update is not None:

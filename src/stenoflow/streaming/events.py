@@ -16,6 +16,7 @@ class TimedWord:
     start: float  # seconds from the start of the stream
     end: float
     probability: float = float("nan")
+    language: str | None = None  # the language it was heard in, where the stream detects it
 
 
 @dataclass(frozen=True)

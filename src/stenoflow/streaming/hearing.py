@@ -69,6 +69,7 @@ class Rehearing:
     _in_buffer: int
     _tail: list[HeardWord]
     _tail_alone: bool
+    _language: str | None
 
     if TYPE_CHECKING:  # the session's own steps these read
         def _encode(self, inp: RoundInput, pad: bool = False) -> Encoded: ...
@@ -211,7 +212,7 @@ class Rehearing:
             return None
         start = self.buffer.offset + first / SAMPLE_RATE
         inp = RoundInput(samples, start, (), speech=self.speech.seconds(start, end) >= LONE_SPEECH_S,
-                         onsets=self._onsets(start, end))
+                         onsets=self._onsets(start, end), language=self._language)
         heard = self._decode(self._encode(inp, pad), ())
         words = list(heard.words)
         through = self._heard_through() if through is None else through

@@ -54,6 +54,7 @@ from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, Dropped, StreamUpdate, TimedWord
 from stenoflow.streaming.hearing import LONE_SPEECH_S, PAUSE_CONTEXT_S, Rehearing
 from stenoflow.streaming.intake import Intake
+from stenoflow.streaming.language import LANGUAGE_WINDOW_S, LanguageTrack
 from stenoflow.streaming.live_round import (
     Encoded,
     Heard,
@@ -132,6 +133,7 @@ class LiveSession(Rehearing):
         self._heard_end = 0.0  # absolute end of the audio the rounds so far took
         self._heap = HeapTrimmer()  # rounds of ever-changing shapes leave freed heap behind
         self._drops: list[Dropped] = []  # words set aside since the last update (word accounting)
+        self.languages = LanguageTrack() if options.detects_language else None  # where the stream detects it
 
     # --- the StreamingSession protocol -------------------------------------------------------
     def push(self, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> StreamUpdate:
@@ -192,7 +194,21 @@ class LiveSession(Rehearing):
         unfed = round((self.speech.fed_s - self.buffer.offset) * SAMPLE_RATE)
         self.speech.feed(self.buffer.samples[max(0, unfed) :])
         return RoundInput(self.buffer.samples, self.buffer.offset, self._prompt(), self._dropped + self._in_buffer,
-                          onsets=self._onsets(self.buffer.offset, self.buffer.end))
+                          onsets=self._onsets(self.buffer.offset, self.buffer.end), language=self._language,
+                          language_from=self._language_from())
+
+    def _language_from(self) -> float | None:
+        """Where a round reads the stream's language from: once it is known, the speech after the
+        committed words, or the last ``LANGUAGE_WINDOW_S`` if that is shorter (a switch is heard
+        in the new speech, not in the context the buffer keeps); before, the whole buffer."""
+        if self._language is None:
+            return None
+        return max(self.buffer.offset, min(self._committed_end, self.buffer.end - LANGUAGE_WINDOW_S))
+
+    @property
+    def _language(self) -> str | None:
+        """The stream's language where it detects it and has (None: not yet, or not detected)."""
+        return self.languages.current if self.languages is not None else None
 
     def _intake_limit_s(self) -> float:
         """Most new audio one round takes: ``intake_s``, or else ``max_intake_s``."""
@@ -222,6 +238,9 @@ class LiveSession(Rehearing):
         encoded = self._ahead if self._ahead is not None else self._encode(planned)
         self._ahead = None
         inp = encoded.input
+        if self.languages is not None and self.languages.observe(
+                encoded.language_probs, self.speech.seconds(inp.offset, inp.end), self.speech.seconds(self._heard_end, inp.end)):
+            log.info("language from %.2f s: %s", inp.end, self.languages.current)
         self._heard_end = inp.end
         heard_before = max(0, inp.committed_before - self._dropped)
         draft, hold, drafted_to = self._draft(inp) if self.options.guide else ((), 0, inp.offset)

@@ -37,7 +37,7 @@ from stenoflow.decoding.options import DecodingOptions, DecodingResult
 from stenoflow.decoding.reference import TokenKinds
 from stenoflow.decoding.repetition import text_loop
 from stenoflow.decoding.speculative import DraftModel, DraftWindow
-from stenoflow.decoding.task import DecodingTask, Prefilled
+from stenoflow.decoding.task import DecodingTask, Prefilled, detect_language
 from stenoflow.decoding.timing import (
     FRAMES_PER_SECOND,
     attended_positions,
@@ -67,6 +67,9 @@ TOKENS_PER_S = 12  # ... plus this many per second of it (speech runs at 3-5 tok
 DRAFT_SLACK = 8
 CUT_SLACK_S = 0.1  # a word starting this little before a cut is still in the buffer (DTW times)
 MIN_COPY_S = 0.1  # a copy of a loop DTW lays over less audio than this was not heard (see heard_copies)
+# A stream's language is read off the encoder positions of the speech it asks about and this many
+# after the buffer's end (a quarter second of the silence Whisper hears after speech).
+LANGUAGE_PAD_FRAMES = 12
 UNHEARD_RUN = 3  # words the alignment heads place at one instant that were not heard (see unheard_run)
 
 
@@ -84,6 +87,8 @@ class RoundInput:
     speech: bool = False
     # Where stretches of speech start in it (absolute s, the buffer's start left out); None: not known.
     onsets: tuple[float, ...] | None = None
+    language: str | None = None  # the stream's language where it detects it (None: not known yet)
+    language_from: float | None = None  # absolute time its language is read from (None: its start)
 
     @property
     def end(self) -> float:
@@ -104,6 +109,9 @@ class Encoded:
     stats: dict[str, float] = field(default_factory=dict)
     draft: DraftWindow | None = None  # the draft model's own encoding of the buffer, if it drafts
     final: bool = False  # encoded with ``pad``: a stream's final hearing, which no later round repeats
+    language: str | None = None  # what it is decoded in (None: the options' language)
+    # Whisper's language probabilities over the speech the round asks about (see RoundInput.language_from)
+    language_probs: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,11 +193,19 @@ class LiveRound:
             heard = d.encoder_input(inp.samples, hush, window_s)
             draft = DraftWindow(self.pair, d.whisper.decoder.cross_kv(d.encode(heard, spent=spent)))
         t1 = time.perf_counter()
-        prefilled = DecodingTask(self.model.context, self._decoding(inp)).prefill(cross)
+        probs: Mapping[str, float] = {}
+        language = None
+        if self.options.detects_language:
+            first = round(max(0.0, (inp.language_from or inp.offset) - inp.offset) * FRAMES_PER_SECOND)
+            last = round(inp.duration * FRAMES_PER_SECOND) + LANGUAGE_PAD_FRAMES
+            probs = detect_language(self.model.context, cross.span(first, last))[1]
+            language = inp.language or max(probs, key=probs.__getitem__)
+        prefilled = DecodingTask(self.model.context, self._decoding(inp, language=language)).prefill(cross)
         t2 = time.perf_counter()
         stats = {"encoder_ms": 1000 * (t1 - t0), "prefill_ms": 1000 * (t2 - t1),
                  "prompt_tokens": float(len(inp.prompt)), "encoder_gflop": sum(spent) / 1e9}
-        return Encoded(inp, prefilled, int(mel.shape[-1]), stats, draft, final=pad)
+        return Encoded(inp, prefilled, int(mel.shape[-1]), stats, draft, final=pad, language=language,
+                       language_probs=probs)
 
     # --- stage B ------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -202,14 +218,15 @@ class LiveRound:
         ``DRAFT_SLACK``; None: only the buffer's length does). An encoded buffer may be decoded
         again (see ``continues``)."""
         inp = encoded.input
-        options = replace(self._decoding(inp, draft, hold, new_s), min_tokens=min_tokens)
+        options = replace(self._decoding(inp, draft, hold, new_s, encoded.language), min_tokens=min_tokens)
         result, heard, decoder_s, alignment_s = self._pass(encoded, options)
         passes = result.stats.get("forward_passes", 0.0)
         if heard.said_repeats and self.continues(encoded):
             # The loop rule ended the text at repeats that were said: the round goes on past them,
             # its text so far the draft, with loops judged only after it.
             text = sum(t < self.model.tokenizer.eot for t in result.tokens)
-            options = replace(self._decoding(inp, tuple(result.tokens)), min_tokens=min_tokens, loops_from=text)
+            options = replace(self._decoding(inp, tuple(result.tokens), language=encoded.language),
+                              min_tokens=min_tokens, loops_from=text)
             result, heard, more_decoder_s, more_alignment_s = self._pass(encoded, options)
             passes += result.stats.get("forward_passes", 0.0)
             decoder_s, alignment_s = decoder_s + more_decoder_s, alignment_s + more_alignment_s
@@ -235,7 +252,7 @@ class LiveRound:
         result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
                                                                draft=encoded.draft or self.heads)
         t1 = time.perf_counter()
-        heard = self._heard(result, encoded.input, cross, encoded.final)
+        heard = self._heard(result, encoded.input, cross, encoded.final, encoded.language)
         return result, heard, t1 - t0, time.perf_counter() - t1
 
     def continues(self, encoded: Encoded) -> bool:
@@ -245,13 +262,14 @@ class LiveRound:
                 and encoded.prefilled.inference.cache.batch == 1)
 
     def _decoding(self, inp: RoundInput, draft: tuple[int, ...] = (), hold: int = 0,
-                  new_s: float | None = None) -> DecodingOptions:
+                  new_s: float | None = None, language: str | None = None) -> DecodingOptions:
         o = self.options
         sample_len = MIN_SAMPLE_LEN + round(TOKENS_PER_S * inp.duration)
         if draft and new_s is not None:
             sample_len = min(sample_len, len(draft) + DRAFT_SLACK + round(TOKENS_PER_S * max(new_s, 0.0)))
         return DecodingOptions(
-            language=o.language,
+            language=language or o.language,
+            task=o.task,
             beam_size=o.beam_size if o.beam_size > 1 else None,
             prompt=list(inp.prompt) or None,
             max_timestamp=max(inp.duration, 0.04),  # nothing after the buffer's end
@@ -265,7 +283,8 @@ class LiveRound:
             record_alignment=True,
         )
 
-    def _heard(self, result: DecodingResult, inp: RoundInput, cross: CrossKV, final: bool) -> Heard:
+    def _heard(self, result: DecodingResult, inp: RoundInput, cross: CrossKV, final: bool,
+               language: str | None) -> Heard:
         o = self.options
         end = inp.end
         unsure = result.no_speech_prob > o.no_speech_threshold and result.avg_logprob < o.log_prob_threshold
@@ -282,7 +301,7 @@ class LiveRound:
         if result.alignment is not None and result.alignment.shape[0] > len(seq):
             alignment = result.alignment[rows]
         else:
-            alignment = self._teacher_forced_alignment(cross, tokens)
+            alignment = self._teacher_forced_alignment(cross, tokens, language)
         alignment = alignment.permute(1, 0, 2)  # (heads, rows, positions)
         timings = timings_from_attention(alignment, self.model.tokenizer, tokens, inp.samples.size // HOP_LENGTH)
         heard_at = attended_positions(alignment)
@@ -296,7 +315,7 @@ class LiveRound:
             spoken = self._spoken_at(tokens[first:index], heard_at[first:index]) / FRAMES_PER_SECOND
             p = float(np.mean(token_probs[first:index])) if token_probs is not None else float("nan")
             words.append(HeardWord(TimedWord(w.word, inp.offset + min(w.start, inp.duration),
-                                             inp.offset + min(w.end, inp.duration), p),
+                                             inp.offset + min(w.end, inp.duration), p, language),
                                    tuple(tokens[first:index]), inp.offset + at, (rows[first], rows[index - 1] + 1),
                                    inp.offset + spoken if spoken < at else None))
         said_last = False  # the text ends at repeats that were said (the loop rule may have ended it)
@@ -340,11 +359,12 @@ class LiveRound:
         spoken = [at for t, at in zip(tokens, positions, strict=True) if not self.kinds.skippable(t)]
         return max(spoken or positions)
 
-    def _teacher_forced_alignment(self, cross: CrossKV, tokens: list[int]) -> torch.Tensor:
+    def _teacher_forced_alignment(self, cross: CrossKV, tokens: list[int], language: str | None) -> torch.Tensor:
         """Attention rows for ``tokens`` from one more pass (after a beam search, whose rows were
         not kept): (len(tokens) + 1, heads, positions)."""
         model = self.model
-        tok = model.tokenizer.with_options(self.options.language if model.is_multilingual else None, "transcribe")
+        tok = model.tokenizer.with_options(language or self.options.language if model.is_multilingual else None,
+                                           self.options.task)
         return forced_attention(model.whisper, cross, [*tok.sot_sequence, tok.no_timestamps], tokens,
                                 model.alignment_heads)[0]
 

@@ -68,7 +68,10 @@ class StreamOptions:
     # that end align_frames before the audio's end), decoded greedily, and opens only past them,
     # where words can still change
     beam_tail: bool = False
-    language: str | None = "en"  # None: detected every round (multilingual models; whisper-s only)
+    # "auto" (or None): detected (multilingual models): whisper-s every round; live once enough
+    # speech was heard, then kept until another language holds (stenoflow.streaming.language)
+    language: str | None = "en"
+    task: str = "transcribe"  # "translate": the speech as English text (multilingual models)
     # above this, the buffer is cut at a committed boundary (None: 10 s live, 15 s whisper-s)
     buffer_trim_s: float | None = None
     max_buffer_s: float = 30.0  # hard cap: the encoder hears at most 30 s
@@ -169,8 +172,13 @@ class StreamOptions:
             raise ValueError("a draft model or Medusa heads speed up live sessions (policy 'live') only")
         if self.speculative and self.medusa:
             raise ValueError("give a draft model or Medusa heads, not both")
-        if self.policy == "live" and self.language is None:
-            raise ValueError("live streams need a language (prefilled rounds cannot detect it)")
+        if self.task not in ("transcribe", "translate"):
+            raise ValueError(f"task must be 'transcribe' or 'translate', got {self.task!r}")
+
+    @property
+    def detects_language(self) -> bool:
+        """Whether the stream's language is detected (``language`` "auto" or None)."""
+        return self.language in (None, "auto")
 
     @property
     def trim_s(self) -> float:
@@ -195,7 +203,15 @@ class StreamOptions:
 
     def resolved(self, model: SpeechModel) -> StreamOptions:
         """These options with every automatic choice made for ``model``: the policy's hush word
-        (when the model has one), guide, buffer length and prompt length."""
+        (when the model has one), guide, buffer length and prompt length. An English-only model
+        refuses another language, its detection and translation."""
+        if not model.is_multilingual:
+            if self.task == "translate":
+                raise ValueError(f"{model.name} is an English-only model: it cannot translate; use a multilingual "
+                                 "model such as base")
+            if self.language not in ("en", None):
+                raise ValueError(f"{model.name} is an English-only model: it cannot detect a language or "
+                                 f"transcribe {self.language!r}; give language 'en' or use a multilingual model")
         hush = HUSH_BY_POLICY[self.policy] and model.hush is not None if self.hush is None else self.hush
         return replace(self, hush=hush,
                        guide=GUIDE_BY_POLICY[self.policy] if self.guide == "auto" else self.guide,

@@ -88,7 +88,8 @@ class WhisperRound:
 
     def __init__(self, options: StreamOptions) -> None:
         self.beam_size = options.beam_size
-        self.language = options.language
+        self.language = None if options.detects_language else options.language
+        self.task = options.task
         self.no_speech_threshold = options.no_speech_threshold
         self.log_prob_threshold = options.log_prob_threshold
         self.no_speech_skip = options.no_speech_skip
@@ -102,7 +103,8 @@ class WhisperRound:
         ended at a repetition loop: a decoder that writes past the audio it heard repeats what it
         wrote before (see :mod:`stenoflow.decoding.repetition`)."""
         guided = reference is not None and self.guide is not None
-        return DecodingOptions(language=self.language, beam_size=self.beam_size if self.beam_size > 1 else None,
+        return DecodingOptions(language=self.language, task=self.task,
+                               beam_size=self.beam_size if self.beam_size > 1 else None,
                                prompt=prompt or None, without_timestamps=False, max_timestamp=duration, stop_loops=True,
                                reference=reference if guided else None, reference_mode=self.guide if guided else None,
                                beam_gate=self.gate)

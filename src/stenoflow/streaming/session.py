@@ -60,7 +60,8 @@ class StreamSession:
         self.model = model
         self.options = (options or StreamOptions()).resolved(model)
         o = self.options
-        verify_options(DecodingOptions(language=o.language, beam_size=o.beam_size), model.is_multilingual)
+        verify_options(DecodingOptions(language=None if o.detects_language else o.language, task=o.task,
+                                       beam_size=o.beam_size), model.is_multilingual)
         if o.hush and model.hush is None:
             raise ValueError(f"no hush word for model {model.name!r}: train one with `stenoflow train-hush`, "
                              "put hush.npz beside the model, or stream without hush")
