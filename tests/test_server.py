@@ -111,6 +111,8 @@ def test_rest_refuses_bad_requests_with_clear_errors(server: str, jfk_path: Path
         client.audio.transcriptions.create(model="whisper-1", file=("junk.wav", b"RIFF garbage, not a wave file"))
     with jfk_path.open("rb") as f, pytest.raises(openai.BadRequestError, match="not served here"):
         client.audio.transcriptions.create(model="large-v3", file=f)
+    with jfk_path.open("rb") as f, pytest.raises(openai.BadRequestError, match="English-only model: it cannot translate"):
+        client.audio.translations.create(model="whisper-1", file=f)
 
 
 async def bad_stream(url: str, config: object, payload: list[bytes | str], key: str | None = KEY
@@ -173,21 +175,25 @@ def test_bad_stream_input_is_a_clear_error_while_a_good_stream_goes_on(server: s
 def test_a_stream_chooses_how_rounds_hear_their_buffer_and_bad_choices_are_named(server: str,
                                                                                  jfk_audio: np.ndarray) -> None:
     """``window`` and ``hush`` in the config reach the stream's session; a bad value, or either in
-    an utterance stream, is refused with a message that names the field."""
+    an utterance stream, is refused with a message that names the field, and so are a language
+    to detect and translation on an English-only model."""
     async def scenario() -> tuple[list[dict[str, object]], list[list[dict[str, object]]]]:
         hushed = await stream_file(server, jfk_audio, {"format": "s16le", "hush": True, "window": 30})
         bad = [await bad_stream(server, config, []) for config in (
             {"format": "s16le", "window": 0.5}, {"format": "s16le", "window": True},
-            {"format": "s16le", "hush": "yes"}, {"mode": "utterances", "hush": True})]
+            {"format": "s16le", "hush": "yes"}, {"mode": "utterances", "hush": True},
+            {"format": "s16le", "language": "auto"}, {"format": "s16le", "task": "translate"})]
         return hushed, bad
 
     hushed, bad = asyncio.run(scenario())
     assert hushed[0]["type"] == "ready" and (hushed[0]["hush"], hushed[0]["window"]) == (True, 30.0)
     assert sum(w in words(committed_text(hushed)) for w in words(JFK_TEXT)) >= len(words(JFK_TEXT)) - 2
     errors = [next(e for e in events if e["type"] == "error") for events in bad]
-    assert [e["code"] for e in errors] == ["bad_config"] * 4
+    assert [e["code"] for e in errors] == ["bad_config"] * 6
     assert ["window" in str(errors[0]["message"]), "window" in str(errors[1]["message"]),
             "hush" in str(errors[2]["message"]), "caption settings" in str(errors[3]["message"])] == [True] * 4
+    # the server's model is English-only: no detection, no translation
+    assert all("English-only" in str(e["message"]) for e in errors[4:]), errors[4:]
 
 
 def test_a_vanished_client_and_a_session_limit_leave_the_server_serving(server: str, jfk_audio: np.ndarray) -> None:

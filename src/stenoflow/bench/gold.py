@@ -47,10 +47,11 @@ class GoldWord:
     end: float
 
 
-def gold_words(clip: Clip, model: Model, audio: np.ndarray | None = None) -> list[GoldWord]:
-    """The reference words of ``clip`` with their times, from the cache or by alignment."""
+def gold_words(clip: Clip, model: Model, audio: np.ndarray | None = None, language: str = "en") -> list[GoldWord]:
+    """The reference words of ``clip`` (said in ``language``) with their times, from the cache or
+    by alignment."""
     cache = clip.audio_path.with_name(f"{clip.audio_path.stem}.gold-{_safe(model.name)}.json")
-    key = _key(clip, model.name)
+    key = _key(clip, model.name) + ("" if language == "en" else f":{language}")
     if cache.is_file():
         try:
             data = json.loads(cache.read_text(encoding="utf-8"))
@@ -59,7 +60,7 @@ def gold_words(clip: Clip, model: Model, audio: np.ndarray | None = None) -> lis
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             log.info("ignoring unreadable gold cache %s: %s", cache, e)
     samples = audio if audio is not None else load_audio(clip.audio_path)
-    words = align_reference(clip, model, samples)
+    words = align_reference(clip, model, samples, language)
     check_monotonic(words)
     tmp = cache.with_name(cache.name + ".part")
     tmp.write_text(json.dumps({"key": key, "model": model.name, "words": [asdict(w) for w in words]}, indent=0),
@@ -69,12 +70,22 @@ def gold_words(clip: Clip, model: Model, audio: np.ndarray | None = None) -> lis
     return words
 
 
-def align_reference(clip: Clip, model: Model, audio: np.ndarray) -> list[GoldWord]:
+def align_reference(clip: Clip, model: Model, audio: np.ndarray, language: str = "en") -> list[GoldWord]:
     sentences = list(clip.sentences) or [(0.0, len(audio) / SAMPLE_RATE, clip.text)]
     out: list[GoldWord] = []
     for group, (lo, hi) in pack_windows(sentences, len(audio) / SAMPLE_RATE):
-        out += _align_window(model, audio, group, lo, hi)
+        out += _align_window(model, audio, group, lo, hi, language)
     return out
+
+
+def align_sentences(model: Model, audio: np.ndarray, sentences: Sequence[tuple[float, float, str]],
+                    languages: Sequence[str]) -> list[GoldWord]:
+    """The words of each sentence with their times, each sentence aligned alone in its own
+    language (a stream that changes language)."""
+    duration = len(audio) / SAMPLE_RATE
+    return [w for (start, end, text), language in zip(sentences, languages, strict=True)
+            for w in _align_window(model, audio, [(start, end, text)], max(0.0, start - EDGE_S),
+                                   min(duration, end + EDGE_S), language)]
 
 
 def pack_windows(sentences: Sequence[tuple[float, float, str]], duration: float
@@ -110,11 +121,11 @@ def pack_windows(sentences: Sequence[tuple[float, float, str]], duration: float
 
 
 def _align_window(model: Model, audio: np.ndarray, group: list[tuple[float, float, str]],
-                  lo: float, hi: float) -> list[GoldWord]:
+                  lo: float, hi: float, language: str = "en") -> list[GoldWord]:
     samples = audio[round(lo * SAMPLE_RATE): round(hi * SAMPLE_RATE)]
     frames = min(samples.size // 160, N_FRAMES)
     features = model.encode(window(model.features(samples, padding=N_SAMPLES), 0, frames))
-    tok = model.tokenizer.with_options("en" if model.is_multilingual else None, "transcribe")
+    tok = model.tokenizer.with_options(language if model.is_multilingual else None, "transcribe")
     per_sentence = [tok.encode(" " + text.strip()) for _, _, text in group]
     tokens = [t for ts in per_sentence for t in ts]
     timings = find_alignment(model.whisper, tok, tokens, features, frames, model.alignment_heads)

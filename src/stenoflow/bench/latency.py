@@ -9,7 +9,7 @@ normalised on its own and expanded into its tokens, each token remembering the w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,29 +35,33 @@ class LatencyStats:
         return cls(len(x), float(x.mean()), float(np.median(x)), float(np.percentile(x, 90)))
 
 
-def expand_normalized(words: Iterable[str]) -> tuple[list[str], list[int]]:
+def expand_normalized(words: Iterable[str], normalize: Callable[[str], str] = normalize_text
+                      ) -> tuple[list[str], list[int]]:
     """Normalised tokens of each word, and for each token the index of its word."""
     tokens: list[str] = []
     owners: list[int] = []
     for i, word in enumerate(words):
-        for t in normalize_text(word).split():
+        for t in normalize(word).split():
             tokens.append(t)
             owners.append(i)
     return tokens, owners
 
 
-def word_latencies(gold: Sequence[GoldWord], emitted: Sequence[EmittedWord]) -> list[float]:
-    """Latency of each recognised reference word, in reference order.
+def word_latencies(gold: Sequence[GoldWord], emitted: Sequence[EmittedWord],
+                   normalize: Callable[[str], str] = normalize_text) -> list[float]:
+    """Latency of each recognised reference word, in reference order (words compared as
+    ``normalize`` writes them: English by default).
 
     A reference word split into several tokens counts once, at its latest-emitted token.
     """
-    return [latency for _, latency in timed_latencies(gold, emitted)]
+    return [latency for _, latency in timed_latencies(gold, emitted, normalize)]
 
 
-def timed_latencies(gold: Sequence[GoldWord], emitted: Sequence[EmittedWord]) -> list[tuple[float, float]]:
+def timed_latencies(gold: Sequence[GoldWord], emitted: Sequence[EmittedWord],
+                    normalize: Callable[[str], str] = normalize_text) -> list[tuple[float, float]]:
     """``(gold end, latency)`` of each recognised reference word, in reference order."""
-    ref_tokens, ref_owner = expand_normalized(w.word for w in gold)
-    hyp_tokens, hyp_owner = expand_normalized(w.word for w in emitted)
+    ref_tokens, ref_owner = expand_normalized((w.word for w in gold), normalize)
+    hyp_tokens, hyp_owner = expand_normalized((w.word for w in emitted), normalize)
     emitted_at: dict[int, float] = {}
     for r, h, op in align_words(ref_tokens, hyp_tokens):
         if op in ("equal", "sub") and r is not None and h is not None:

@@ -49,7 +49,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -145,17 +145,19 @@ def available(root: Path | None = None) -> bool:
     return all((base / name / MARKER).is_file() for name in SOURCES)
 
 
-def fetch(dest: Path | None = None, sources: Iterable[str] | None = None) -> Path:
-    """Download and unpack each source that is not already there; return the folder.
+def fetch(dest: Path | None = None, sources: Iterable[str] | None = None,
+          catalog: Mapping[str, Source] = SOURCES) -> Path:
+    """Download and unpack each source of ``catalog`` (or those named) that is not already there;
+    return the folder.
 
     Each package comes from ``apt-get download`` (no root needed, but the package lists must be
-    current: ``apt-get update``), and only its members named in :data:`SOURCES` are unpacked,
+    current: ``apt-get update``), and only its members named in its :class:`Source` are unpacked,
     into ``<dest>/<source>/`` with a ``SOURCE.json`` written last as the sign it is complete.
     """
     base = dest or real_speech_dir()
     base.mkdir(parents=True, exist_ok=True)
-    for name in sources or SOURCES:
-        src = SOURCES[name]
+    for name in sources or catalog:
+        src = catalog[name]
         target = base / name
         if (target / MARKER).is_file():
             log.info("real speech: %s already unpacked in %s", name, target)
@@ -294,15 +296,15 @@ def real_streams(root: Path | None = None, max_s: float = MAX_STREAM_S) -> list[
     clips = []
     for name, sources, kinds in STREAMS:
         recs = [r for s in sources for r in all_recs if r.source == s and r.kind in kinds]
-        pieces = [(r.voice, r.label, r.text, _prepared(r)) for r in recs]
+        pieces = [(r.voice, r.label, r.text, prepared(r)) for r in recs]
         parts = _split(pieces, max_s)
         for k, part in enumerate(parts, 1):
             stream = name if len(parts) == 1 else f"{name}-{k}"
-            clips.append(_stream(stream, part, base / "streams"))
+            clips.append(joined_stream(stream, part, base / "streams"))
     return clips
 
 
-def _prepared(rec: Recording) -> np.ndarray:
+def prepared(rec: Recording) -> np.ndarray:
     return mixing.set_level(_trimmed(rec.load(), rec.label), LEVEL_DBFS)
 
 
@@ -332,7 +334,7 @@ def _split(pieces: Sequence[Piece], max_s: float) -> list[list[Piece]]:
     return parts
 
 
-def _stream(name: str, pieces: Sequence[Piece], folder: Path) -> Clip:
+def joined_stream(name: str, pieces: Sequence[Piece], folder: Path) -> Clip:
     params = {"kind": "real_speech", "version": VERSION, "pause": PAUSE_S, "edge": EDGE_S,
               "level": LEVEL_DBFS, "trim": [TRIM_DB, TRIM_MARGIN_S],
               "pieces": [(label, text, int(audio.size)) for _, label, text, audio in pieces]}

@@ -65,6 +65,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                       offload_perplexity=args.offload_perplexity, methods=tuple(_list(args.methods)))
         sys.stdout.write(run_utterance_bench(uopts, args.out) + "\n")
         return 0
+    if args.bench == "stream" and args.languages:
+        from stenoflow.bench.language_bench import LanguageBenchOptions, run_language_bench
+
+        models = _list(args.models)
+        if len(models) != 1:
+            raise ValueError(f"--languages runs one multilingual model (--models base), got {models}")
+        lopts = LanguageBenchOptions(model=models[0], languages=tuple(_list(args.languages)), threads=args.threads,
+                                     chunk_s=args.chunk)
+        sys.stdout.write(run_language_bench(lopts, args.out) + "\n")
+        return 0
     if args.bench == "stream":
         from stenoflow.bench.stream_bench import StreamBenchOptions, run_stream_bench
 

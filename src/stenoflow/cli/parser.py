@@ -405,6 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--noise-db", type=float, default=None,
                     help="room noise at this level (dBFS RMS, e.g. -30) over every stream, pauses included")
     bs.add_argument("--configs", default="", help="comma list of configuration names or globs to run")
+    bs.add_argument("--languages", default="", metavar="LANGS",
+                    help="instead: live captions with language auto on real prompts in these languages (es,fr,it,ru) "
+                         "and a stream that switches between them, against offline transcribe (one model)")
     bs.add_argument("--quick", action="store_true", help="1 stream of each kind, 1 minute, no drift (development)")
     bs.add_argument("--threads", type=int, default=2)
     bs.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per push")

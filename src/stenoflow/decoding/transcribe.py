@@ -228,6 +228,10 @@ def transcribe(model: SpeechModel, audio: np.ndarray, options: TranscribeOptions
     text is the same as without them.
     """
     tok = model.tokenizer
+    if not tok.multilingual and (options.task == "translate" or options.language not in (None, "en")):
+        raise ValueError(f"{model.name} is an English-only model: it cannot "
+                         f"{'translate' if options.task == 'translate' else f'transcribe {options.language!r}'}; "
+                         "use a multilingual model such as base")
     if options.compute not in (None, model.compute):
         raise ValueError(f"compute={options.compute!r} asked of a model loaded in {model.compute}: "
                          "load it in that precision (load_model(..., compute=...))")

@@ -1,22 +1,33 @@
 """The language of a live stream whose language was not given: detected, then kept with hysteresis.
 
-Every round of such a stream reads Whisper's language probabilities off its encoded buffer (one
-decoder step after <|startoftranscript|>, no prompt). The first round that heard
-``DETECT_SPEECH_S`` of speech fixes the stream's language; rounds before it decode in the
-language their own buffer sounds most like. After that the language changes only when another
-one leads, each round at least ``SWITCH_PROB`` likely, over ``SWITCH_SPEECH_S`` of new speech in
-a row: one round that hears a name or a borrowed word is not a switch. The words committed
-before a switch keep the language they were heard in. Pure logic, tested without a model.
+Every round of such a stream reads Whisper's language probabilities off the speech it asks about
+(one decoder step after <|startoftranscript|>, no prompt). The stream's language is fixed by the
+first round whose buffer holds ``DETECT_SPEECH_S`` of speech and that is at least ``DETECT_PROB``
+sure of one language, or by the round that has heard ``SURE_SPEECH_S`` whatever its doubt; rounds
+before it decode in the language their own buffer sounds most like.
+
+After that the language changes only on held evidence, as a cumulative-sum test: each round adds
+``log(p(other) / p(current))`` (clipped to ``MAX_RATIO``) times the seconds of new speech it
+heard to the evidence for the language that leads it, and a round where the current language
+leads takes the evidence back down. The stream switches once the evidence reaches
+``SWITCH_EVIDENCE``: two seconds of speech another language is far likelier in, or several
+seconds of a close call. Whisper's language identification over two seconds of one speaker
+wavers (Mexican Spanish on the telephone read as Portuguese, English or Swedish for a round or
+three): a phrase heard so is not a switch. The words
+committed before a switch keep the language they were heard in. Pure logic, tested without a model.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-DETECT_SPEECH_S = 1.0  # speech a buffer holds before its language is taken for the stream's
-SWITCH_PROB = 0.5  # another language leads with at least this probability ...
-SWITCH_SPEECH_S = 1.0  # ... over this much new speech, round after round: the stream switches
+DETECT_SPEECH_S = 1.0  # speech a buffer holds before its language may be taken for the stream's ...
+DETECT_PROB = 0.6  # ... if the round is this sure of it
+SURE_SPEECH_S = 3.0  # or, whatever the doubt, once a buffer holds this much
+MAX_RATIO = 2.0  # most log-probability ratio one round counts (nats): one round is not a switch
+SWITCH_EVIDENCE = 4.0  # nat-seconds of new speech another language leads by: the stream switches
 LANGUAGE_WINDOW_S = 2.0  # once known, the language is read off at least the buffer's last 2 s
 
 
@@ -25,8 +36,8 @@ class LanguageTrack:
     """The stream's language so far (None: not detected yet) and the evidence for a switch."""
 
     current: str | None = None
-    candidate: str | None = None  # the language that led the rounds since the last that agreed
-    candidate_s: float = 0.0  # new speech those rounds heard
+    candidate: str | None = None  # the language the evidence is for
+    evidence: float = 0.0
     switches: int = 0
 
     def observe(self, probs: Mapping[str, float], buffer_speech_s: float, new_speech_s: float) -> bool:
@@ -37,23 +48,23 @@ class LanguageTrack:
             return False
         best = max(probs, key=probs.__getitem__)
         if self.current is None:
-            if buffer_speech_s < DETECT_SPEECH_S:
+            sure = buffer_speech_s >= DETECT_SPEECH_S and probs[best] >= DETECT_PROB
+            if not (sure or buffer_speech_s >= SURE_SPEECH_S):
                 return False
             self.current = best
             return True
-        if best == self.current or probs[best] < SWITCH_PROB:
-            self.candidate, self.candidate_s = None, 0.0
+        floor = 1e-6
+        if best == self.current:
+            runner = max((k for k in probs if k != best), key=probs.__getitem__, default=None)
+            lead = math.log(max(probs[best], floor) / max(probs.get(runner, 0.0) if runner else floor, floor))
+            self.evidence = max(0.0, self.evidence - min(lead, MAX_RATIO) * new_speech_s)
             return False
+        ratio = min(MAX_RATIO, math.log(max(probs[best], floor) / max(probs.get(self.current, 0.0), floor)))
         if best != self.candidate:
-            self.candidate, self.candidate_s = best, 0.0
-        self.candidate_s += new_speech_s
-        if self.candidate_s < SWITCH_SPEECH_S:
+            self.candidate, self.evidence = best, 0.0
+        self.evidence += ratio * new_speech_s
+        if self.evidence < SWITCH_EVIDENCE:
             return False
-        self.current, self.candidate, self.candidate_s = best, None, 0.0
+        self.current, self.candidate, self.evidence = best, None, 0.0
         self.switches += 1
         return True
-
-    def for_round(self, probs: Mapping[str, float]) -> str:
-        """The language a round decodes in: the stream's, or before it is known the one the
-        round's own ``probs`` favour."""
-        return self.current if self.current is not None else max(probs, key=probs.__getitem__)

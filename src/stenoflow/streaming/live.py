@@ -197,6 +197,17 @@ class LiveSession(Rehearing):
                           onsets=self._onsets(self.buffer.offset, self.buffer.end), language=self._language,
                           language_from=self._language_from())
 
+    def _observe_language(self, encoded: Encoded, track: LanguageTrack) -> None:
+        """Hand the round's language probabilities to the stream's language track."""
+        inp = encoded.input
+        if log.isEnabledFor(logging.DEBUG):
+            top = sorted(encoded.language_probs.items(), key=lambda kv: -kv[1])[:3]
+            log.debug("language %.2f-%.2f s: %s", inp.language_from or inp.offset, inp.end,
+                      " ".join(f"{k} {v:.2f}" for k, v in top))
+        if track.observe(encoded.language_probs, self.speech.seconds(inp.offset, inp.end),
+                         self.speech.seconds(self._heard_end, inp.end)):
+            log.info("language from %.2f s: %s", inp.end, track.current)
+
     def _language_from(self) -> float | None:
         """Where a round reads the stream's language from: once it is known, the speech after the
         committed words, or the last ``LANGUAGE_WINDOW_S`` if that is shorter (a switch is heard
@@ -238,9 +249,8 @@ class LiveSession(Rehearing):
         encoded = self._ahead if self._ahead is not None else self._encode(planned)
         self._ahead = None
         inp = encoded.input
-        if self.languages is not None and self.languages.observe(
-                encoded.language_probs, self.speech.seconds(inp.offset, inp.end), self.speech.seconds(self._heard_end, inp.end)):
-            log.info("language from %.2f s: %s", inp.end, self.languages.current)
+        if self.languages is not None:
+            self._observe_language(encoded, self.languages)
         self._heard_end = inp.end
         heard_before = max(0, inp.committed_before - self._dropped)
         draft, hold, drafted_to = self._draft(inp) if self.options.guide else ((), 0, inp.offset)

@@ -67,9 +67,6 @@ TOKENS_PER_S = 12  # ... plus this many per second of it (speech runs at 3-5 tok
 DRAFT_SLACK = 8
 CUT_SLACK_S = 0.1  # a word starting this little before a cut is still in the buffer (DTW times)
 MIN_COPY_S = 0.1  # a copy of a loop DTW lays over less audio than this was not heard (see heard_copies)
-# A stream's language is read off the encoder positions of the speech it asks about and this many
-# after the buffer's end (a quarter second of the silence Whisper hears after speech).
-LANGUAGE_PAD_FRAMES = 12
 UNHEARD_RUN = 3  # words the alignment heads place at one instant that were not heard (see unheard_run)
 
 
@@ -197,8 +194,7 @@ class LiveRound:
         language = None
         if self.options.detects_language:
             first = round(max(0.0, (inp.language_from or inp.offset) - inp.offset) * FRAMES_PER_SECOND)
-            last = round(inp.duration * FRAMES_PER_SECOND) + LANGUAGE_PAD_FRAMES
-            probs = detect_language(self.model.context, cross.span(first, last))[1]
+            probs = detect_language(self.model.context, cross.span(first, cross.n_audio))[1]
             language = inp.language or max(probs, key=probs.__getitem__)
         prefilled = DecodingTask(self.model.context, self._decoding(inp, language=language)).prefill(cross)
         t2 = time.perf_counter()
