@@ -29,10 +29,10 @@ def test_one_round_of_another_language_is_no_switch_and_a_held_one_is() -> None:
     assert not track.observe(EN, 3.0, step)  # a name, a borrowed word
     assert not track.observe(ES, 3.0, step)  # back: the evidence is taken down again
     assert track.evidence == 0.0
-    for _ in range(5):
+    for _ in range(4):
         assert not track.observe(EN, 3.0, step)
     assert track.current == "es"
-    assert track.observe(EN, 3.0, step)  # two seconds of speech far likelier English
+    assert track.observe(EN, 3.0, step)  # under two seconds of speech far likelier English
     assert track.current == "en" and track.switches == 1
 
 

@@ -10,10 +10,11 @@ After that the language changes only on held evidence, as a cumulative-sum test:
 ``log(p(other) / p(current))`` (clipped to ``MAX_RATIO``) times the seconds of new speech it
 heard to the evidence for the language that leads it, and a round where the current language
 leads takes the evidence back down. The stream switches once the evidence reaches
-``SWITCH_EVIDENCE``: two seconds of speech another language is far likelier in, or several
-seconds of a close call. Whisper's language identification over two seconds of one speaker
-wavers (Mexican Spanish on the telephone read as Portuguese, English or Swedish for a round or
-three): a phrase heard so is not a switch. The words
+``SWITCH_EVIDENCE``: under two seconds of speech another language is far likelier in, or
+several seconds of a close call. A round asks about at least the buffer's last
+``LANGUAGE_WINDOW_S``: over two seconds Whisper's identification of one telephone voice wavers
+(Mexican Spanish read as Portuguese, English or Swedish for a round or three), over four it
+holds. The words
 committed before a switch keep the language they were heard in. Pure logic, tested without a model.
 """
 
@@ -26,9 +27,9 @@ from dataclasses import dataclass
 DETECT_SPEECH_S = 1.0  # speech a buffer holds before its language may be taken for the stream's ...
 DETECT_PROB = 0.6  # ... if the round is this sure of it
 SURE_SPEECH_S = 3.0  # or, whatever the doubt, once a buffer holds this much
-MAX_RATIO = 2.0  # most log-probability ratio one round counts (nats): one round is not a switch
-SWITCH_EVIDENCE = 4.0  # nat-seconds of new speech another language leads by: the stream switches
-LANGUAGE_WINDOW_S = 2.0  # once known, the language is read off at least the buffer's last 2 s
+MAX_RATIO = 1.5  # most log-probability ratio one round counts (nats): one round is not a switch
+SWITCH_EVIDENCE = 2.5  # nat-seconds of new speech another language leads by: the stream switches
+LANGUAGE_WINDOW_S = 4.0  # once known, the language is read off at least the buffer's last 4 s
 
 
 @dataclass
