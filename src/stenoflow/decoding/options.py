@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from stenoflow.model.protocol import SpeechModel
 
 SUPPRESS_NON_SPEECH = "-1"  # in suppress_tokens: the tokenizer's non-speech symbol set
 TYPICAL_PUBLISHED = (0.09, 0.3)  # typical acceptance's (epsilon, alpha) as seed 003 selected them
@@ -125,6 +129,16 @@ def verify_options(options: DecodingOptions, multilingual: bool) -> None:
         raise ValueError("an English-only model cannot translate; use a multilingual model")
     if not multilingual and options.language not in (None, "en"):
         raise ValueError(f"an English-only model cannot transcribe language {options.language!r}")
+
+
+def refuse_english_only(model: SpeechModel, task: str, language: str | None) -> None:
+    """Raise a clear error where an English-only model is asked to translate, or to detect or
+    transcribe another language (``language`` None: not given, English for such a model)."""
+    if model.is_multilingual or (task != "translate" and language in (None, "en")):
+        return
+    asked = "translate" if task == "translate" else f"detect or transcribe language {language!r}"
+    raise ValueError(f"{model.name} is an English-only model: it cannot {asked}; use a multilingual model such as "
+                     "base")
 
 
 REFERENCE_MODES = ("prune", "verify", "draft")

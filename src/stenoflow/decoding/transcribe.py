@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from stenoflow.decoding.options import SUPPRESS_NON_SPEECH, DecodingOptions, DecodingResult
+from stenoflow.decoding.options import (
+    SUPPRESS_NON_SPEECH,
+    DecodingOptions,
+    DecodingResult,
+    refuse_english_only,
+)
 from stenoflow.decoding.repetition import text_loop_start
 from stenoflow.decoding.speculative import DraftModel, DraftWindow, Lookahead
 from stenoflow.decoding.task import DecodingTask, Drafter, detect_language
@@ -228,10 +233,7 @@ def transcribe(model: SpeechModel, audio: np.ndarray, options: TranscribeOptions
     text is the same as without them.
     """
     tok = model.tokenizer
-    if not tok.multilingual and (options.task == "translate" or options.language not in (None, "en")):
-        raise ValueError(f"{model.name} is an English-only model: it cannot "
-                         f"{'translate' if options.task == 'translate' else f'transcribe {options.language!r}'}; "
-                         "use a multilingual model such as base")
+    refuse_english_only(model, options.task, options.language)
     if options.compute not in (None, model.compute):
         raise ValueError(f"compute={options.compute!r} asked of a model loaded in {model.compute}: "
                          "load it in that precision (load_model(..., compute=...))")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from stenoflow.audio.io import WINDOW_S
+from stenoflow.decoding.options import refuse_english_only
 from stenoflow.decoding.timing import FRAMES_PER_SECOND
 from stenoflow.streaming.agreement import AgreementOptions
 
@@ -205,13 +206,7 @@ class StreamOptions:
         """These options with every automatic choice made for ``model``: the policy's hush word
         (when the model has one), guide, buffer length and prompt length. An English-only model
         refuses another language, its detection and translation."""
-        if not model.is_multilingual:
-            if self.task == "translate":
-                raise ValueError(f"{model.name} is an English-only model: it cannot translate; use a multilingual "
-                                 "model such as base")
-            if self.language not in ("en", None):
-                raise ValueError(f"{model.name} is an English-only model: it cannot detect a language or "
-                                 f"transcribe {self.language!r}; give language 'en' or use a multilingual model")
+        refuse_english_only(model, self.task, self.language)
         hush = HUSH_BY_POLICY[self.policy] and model.hush is not None if self.hush is None else self.hush
         return replace(self, hush=hush,
                        guide=GUIDE_BY_POLICY[self.policy] if self.guide == "auto" else self.guide,
