@@ -171,6 +171,25 @@ def test_cli_transcribe_and_errors(jfk_path: Path, tmp_path: Path, capsys: pytes
     assert cli_main(["transcribe", str(jfk_path), "--model", "nope", "--no-progress"]) == 2
 
 
+def test_the_command_ends_at_once_with_its_output_written_and_its_status(jfk_path: Path, tmp_path: Path) -> None:
+    """The console script leaves without the interpreter's teardown after `transcribe`: what it
+    printed (through a pipe), logged and wrote is all there, and the exit status is main's."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout block-buffered, as in a pipe
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    run = subprocess.run([sys.executable, "-m", "stenoflow", "transcribe", str(jfk_path), str(empty),
+                          "--model", "tiny.en", "--beam-size", "1", "--no-progress", "-f", "all", "-o", str(tmp_path)],
+                         check=False, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 1, run.stderr  # the empty file failed
+    assert JFK_PHRASE in norm(run.stdout)  # the segment line, flushed through the pipe
+    assert "1 of 2 files failed" in run.stderr
+    assert JFK_PHRASE in norm((tmp_path / "jfk.txt").read_text())
+    assert json.loads((tmp_path / "jfk.json").read_text())["segments"]
+
 def test_model_commands_run_int8_on_the_cpu_unless_told(jfk_path: Path, tmp_path: Path) -> None:
     """int8, with the encoder in bfloat16 where the CPU has bfloat16 matrix units."""
     from stenoflow.cli import build_parser, compute_for

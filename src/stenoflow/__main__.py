@@ -1,7 +1,5 @@
 """``python -m stenoflow``: the command line (see :mod:`stenoflow.cli`)."""
 
-import sys
+from stenoflow.cli import run
 
-from stenoflow.cli import main
-
-sys.exit(main())
+run()

@@ -1,5 +1,5 @@
 """``python -m stenoflow.cli``: the command line."""
 
-from stenoflow.cli import main
+from stenoflow.cli import run
 
-raise SystemExit(main())
+run()

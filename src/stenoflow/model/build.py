@@ -7,7 +7,7 @@ projections, int8 rounding, fbgemm's packing). A built network is therefore stor
 the meta device, which allocates and initialises nothing. Stored int8 layers pack their weights
 for fbgemm, which only the few-row kernel reads (:class:`StoredInt8Linear`); on a CPU with 32-bit
 int8 sums the encoder never takes it, so its layers are never packed. The decoder's packing
-runs on a thread of its own from the load on (:func:`pack_ahead`), beside the audio's decoding
+runs on two threads of its own from the load on (:func:`pack_ahead`), beside the audio's decoding
 and the encoder's first pass.
 """
 
@@ -109,24 +109,27 @@ def skeleton(dims: ModelDims, compute: str) -> Whisper:
     return whisper
 
 
-def pack_ahead(whisper: Whisper) -> threading.Thread | None:
-    """Start packing, on a thread of its own, the stored int8 layers of ``whisper``'s decoder, in the
-    order decoding first reads them, while the encoder runs; None if none is left to pack. The
-    encoder's layers (which take the few-row kernel only where the CPU has no 32-bit int8 sums)
-    are needed at once and are packed where they are used."""
+def pack_ahead(whisper: Whisper) -> list[threading.Thread]:
+    """Start packing the stored int8 layers of ``whisper``'s decoder while the encoder runs, on two
+    threads of their own: the projection onto the vocabulary (the largest, some two thirds of the
+    work) on one, the layers in the order decoding first reads them on the other. Returns the
+    threads started (none if nothing is left to pack). The encoder's layers (which take the
+    few-row kernel only where the CPU has no 32-bit int8 sums) are needed at once and are packed
+    where they are used."""
     layers = [m for m in whisper.decoder.modules() if isinstance(m, StoredInt8Linear) and not m.packed]
-    if not layers:
-        return None
+    vocabulary = [m for m in layers if m is whisper.decoder.logits_proj]
+    rest = [m for m in layers if m is not whisper.decoder.logits_proj]
 
-    def pack() -> None:
-        for layer in layers:
+    def pack(group: list[StoredInt8Linear]) -> None:
+        for layer in group:
             layer.pack()
 
-    # Not a daemon: the interpreter waits for it at exit (well under a second) rather than stop it
-    # inside fbgemm, which aborts the process.
-    thread = threading.Thread(target=pack, name="stenoflow-pack")
-    thread.start()
-    return thread
+    # Not daemons: the interpreter waits for them at exit (well under a second) rather than stop
+    # them inside fbgemm, which aborts the process.
+    threads = [threading.Thread(target=pack, args=(group,), name="stenoflow-pack") for group in (vocabulary, rest) if group]
+    for thread in threads:
+        thread.start()
+    return threads
 
 
 def _stored_int8_layers(module: nn.Module) -> None:
