@@ -169,21 +169,27 @@ def test_a_damaged_entry_is_built_again_not_loaded(cache: Path, damage: object, 
     assert _tokens(again, jfk_audio) == _tokens(mapped, jfk_audio) == tiny_int8_tokens
 
 
-def test_a_changed_source_or_version_builds_a_new_entry(cache: Path, tmp_path: Path, jfk_audio: np.ndarray,
-                                                      tiny_int8_tokens: list[list[int]],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_changed_source_or_version_builds_a_new_entry_that_replaces_the_old(
+        cache: Path, tmp_path: Path, jfk_audio: np.ndarray, tiny_int8_tokens: list[list[int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     _, source = model_source("tiny.en", cache)
     model_dir = shutil.copytree(source, tmp_path / "tiny-copy")
     load_model(str(model_dir), compute=INT8, cache_dir=cache)
     assert _stored(load_model(str(model_dir), compute=INT8, cache_dir=cache))
+    load_model(str(model_dir), compute="float32", cache_dir=cache)  # another compute: another entry, kept
+    first = set(_entries(cache))
+    assert len(first) == 2
     stamp = (model_dir / "model.bin").stat().st_mtime_ns + 10**9
     os.utime(model_dir / "model.bin", ns=(stamp, stamp))
     changed = load_model(str(model_dir), compute=INT8, cache_dir=cache)
-    assert not _stored(changed) and len(_entries(cache)) == 2
+    assert not _stored(changed)
+    # The new int8 entry replaced the old one on disk; the float32 one stays.
+    second = set(_entries(cache))
+    assert len(second) == 2 and len(second & first) == 1
     assert _tokens(changed, jfk_audio) == tiny_int8_tokens
     monkeypatch.setattr(built, "BUILT_VERSION", built.BUILT_VERSION + 1)
     assert not _stored(load_model(str(model_dir), compute=INT8, cache_dir=cache))
-    assert len(_entries(cache)) == 3
+    assert len(_entries(cache)) == 2 and len(set(_entries(cache)) & second) == 1
     assert _stored(load_model(str(model_dir), compute=INT8, cache_dir=cache))
 
 

@@ -9,7 +9,8 @@ An entry's key changes with the source file(s) (path, size, modification time), 
 version, the compute type, ``BUILT_VERSION`` (bumped when the stored layout changes), the torch
 version and the code that builds the network (:func:`code_digest`), so nothing stale is read.
 The record holds the tensor file's size and CRC-32, checked before a load: a damaged or
-truncated entry is built again and overwritten, never loaded. Writes are atomic.
+truncated entry is built again and overwritten, never loaded. Writes are atomic, and a new entry
+replaces (deletes) the older entries of the same source in the same compute type.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 import zlib
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -119,6 +121,27 @@ def write_built(stem: Path, weights: LoadedWeights, network: Whisper, compute: s
         os.replace(tmp, stem.with_suffix(".json"))
     finally:
         tmp.unlink(missing_ok=True)
+    remove_superseded(stem, record)
+
+
+def remove_superseded(stem: Path, record: dict[str, Any]) -> None:
+    """Delete the other entries beside ``stem`` built from the same source in the same compute
+    type (by an earlier version of the code or of the source file): each new version would
+    otherwise leave its predecessor's copy of the model on disk. A process that still maps one
+    keeps reading it (the file goes when it is closed)."""
+    source, compute = record["weights"]["source"], record["compute"]
+    for other in stem.parent.glob("*.json"):
+        if other.stem == stem.name:
+            continue
+        try:
+            old = json.loads(other.read_text(encoding="utf-8"))
+            if old["weights"]["source"] != source or old["compute"] != compute:
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not an entry of ours, or one being written
+        other.unlink(missing_ok=True)  # the record first: without it the tensors are never read
+        other.with_suffix(".safetensors").unlink(missing_ok=True)
+        log.info("removed the superseded build %s", other.with_suffix(""))
 
 
 def file_crc32(path: Path) -> tuple[int, int]:
