@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from stenoflow.bench.normalize import normalize_text
 from stenoflow.bench.varied import cards, groceries, number, spell
 from stenoflow.decoding.reference import DraftMatcher, Verdict
 from stenoflow.streaming.agreement import spoken_keys
+from stenoflow.streaming.buffer import AudioBuffer
 from stenoflow.streaming.commit import (
     AgreementCommit,
     AttentionCommit,
@@ -23,6 +25,7 @@ from stenoflow.streaming.live_round import Heard, HeardWord, heard_copies, unhea
 from stenoflow.streaming.options import StreamOptions
 from stenoflow.streaming.word_rules import (
     copies_prompt,
+    echo_at,
     echo_length,
     final_words,
     instant_in_silence_at,
@@ -288,6 +291,40 @@ def test_an_echo_is_the_longest_verbatim_repeat_of_the_committed_end() -> None:
     assert echo_length(echo, []) == 0 and echo_length([], COMMITTED) == 0
 
 
+def bursts(*spans: tuple[float, float], total_s: float = 4.0) -> AudioBuffer:
+    """A buffer of faint noise with a loud voiced-like tone over each ``(start, end)`` span."""
+    rng = np.random.default_rng(3)
+    audio = 0.001 * rng.standard_normal(round(total_s * 16000)).astype(np.float32)
+    t = np.arange(audio.size) / 16000
+    for lo, hi in spans:
+        inside = (t >= lo) & (t < hi)
+        audio[inside] += 0.3 * np.sin(2 * np.pi * 180 * t[inside]).astype(np.float32)
+    buffer = AudioBuffer()
+    buffer.append(audio)
+    return buffer
+
+
+def test_an_echo_over_the_rest_of_the_committed_saying_is_dropped_and_a_saying_after_a_pause_kept() -> None:
+    # "cart" sounds over 1.0-1.7 s; DTW ended the committed word at 1.3 s, and the next round
+    # wrote it again over the rest of that same sound: an echo, though 0.4 s of sound lie after
+    # the committed end (the plain sound count kept such echoes: "cart cart", "pepper pepper").
+    cart = [hw(" cart", 1.0, 1.3)]
+    again = [hw(" cart", 1.3, 1.7)]
+    one_saying = bursts((1.0, 1.7))
+    assert one_saying.sound_seconds(1.3, 1.7) >= 0.3
+    assert echo_at(again, cart, 1.3, 2.5, one_saying.sound_after_pause) == 1
+    # Said again after a pause, however short ("you, you know"), it is speech.
+    two_sayings = bursts((1.0, 1.4), (1.5, 1.9))
+    assert echo_at([hw(" cart", 1.5, 1.9)], cart, 1.3, 2.5, two_sayings.sound_after_pause) == 0
+    # The last sentence started over is judged alike: over the rest of its sound, an echo;
+    # over a saying of its own, speech.
+    opened = [hw(" Open", 0.2, 0.5), hw(" the", 0.5, 0.6), hw(" door.", 0.6, 1.3)]
+    restarted = [hw(" Open", 1.3, 1.5)]
+    assert echo_at(restarted, opened, 1.3, 2.5, bursts((0.2, 1.6)).sound_after_pause) == 1
+    assert echo_at(restarted, opened, 1.3, 2.5, bursts((0.2, 1.4), (1.8, 2.2)).sound_after_pause) == 0
+    assert echo_at([hw(" Stop.", 1.8, 2.2)], opened, 1.3, 2.5, one_saying.sound_after_pause) == 0
+
+
 def test_the_start_of_the_last_committed_sentence_alone_is_a_restart() -> None:
     start = [hw(" Open", 10.9, 11.3), hw(" the", 11.3, 11.3)]
     assert restart_length(start[:1], COMMITTED) == 1 and restart_length(start, COMMITTED) == 2
@@ -324,8 +361,6 @@ def test_spelled_numbers_normalise_to_their_digits(n: int, words: str) -> None:
 
 
 def test_varied_items_are_reproducible_sentences() -> None:
-    import numpy as np
-
     for make in (cards, groceries, number):
         a, b = make(np.random.default_rng(7)), make(np.random.default_rng(7))
         assert a == b and a[0].isupper() and a.endswith(".")
@@ -381,7 +416,7 @@ def test_the_last_committed_word_again_is_new_only_with_a_word_of_sound_after_a_
     again, one = hw(" go.", 6.49, 6.59), hw(" One", 7.35, 8.6)
     ear = Ear(0.26)
     assert new_words([again, one], go, 6.22, ear) == [again, one]  # "Go. ... Go."
-    assert ear.spans == [(6.49, 7.35)]  # from the word to the next one
+    assert ear.spans == [(6.22, 7.35)]  # from the committed end to the next word
     assert new_words([again, one], go, 6.22, Ear(0.1)) == [one]  # the end of "Go," heard again
     assert new_words([again, one], go, 6.22) == [one]  # with no ear for sound, never new
     four, five = [hw(" 3,", 8.84, 9.04), hw(" 4,", 9.24, 9.3)], hw(" five.", 9.38, 9.5)

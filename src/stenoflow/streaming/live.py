@@ -67,14 +67,12 @@ from stenoflow.streaming.rules import dropped
 from stenoflow.streaming.speech import SpeechTrack
 from stenoflow.streaming.word_rules import (
     CONTEXT_WORDS,
-    ECHO_SOUND_S,
     TIME_TOLERANCE_S,
     copies_prompt,
-    echo_length,
+    echo_at,
     instant_in_silence_at,
     new_words,
     on_speech,
-    restart_length,
     silent_copy_at,
     spoken_length,
     stretched_at,
@@ -382,13 +380,7 @@ class LiveSession(Rehearing):
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
         """``fresh`` (words after the committed ones, in audio that ends at ``end``) without
         the decoder's echo of the committed words."""
-        while k := echo_length(fresh, self._committed) or restart_length(fresh, self._committed):
-            # The decoder said the words just committed once more ("Seven. 7."): an echo, when
-            # from the committed end (or the echo's start, if later) to the next word (or the end
-            # of the audio) there is too little sound for them to have been said again.
-            until = fresh[k].word.start if k < len(fresh) else end
-            if self.buffer.sound_seconds(max(self._committed_end, fresh[0].word.start), until) >= ECHO_SOUND_S:
-                break
+        while k := echo_at(fresh, self._committed, self._committed_end, end, self.buffer.sound_after_pause):
             log.debug("dropped %r: an echo of the committed words over silence",
                       "".join(w.word.word for w in fresh[:k]))
             self._drop("echo", fresh[:k])

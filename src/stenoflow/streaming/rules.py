@@ -25,7 +25,8 @@ RULES: dict[str, str] = {
     "unspoken": "last words with no speech near them: written over noise or silence",
     "silent-run": "final hearing: runs of words written at one instant over silence",
     "silent-copy": "final hearing: a word written again right after itself over silence",
-    "echo": "the words just committed written once more, over too little sound to have been said again",
+    "echo": "the words just committed written once more, over too little sound after a pause to have been "
+            "said again",
     "last-word-again": "a hearing alone: words in the audio the last committed word was heard in",
     "clipped-repeat": "a hearing alone: a first word that repeats the last committed one (or its ending) "
                       "over no sound of its own",

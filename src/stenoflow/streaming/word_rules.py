@@ -309,6 +309,24 @@ def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> i
     return 1 if ends and all(key == ends[-1] for key in keys) else 0
 
 
+def echo_at(fresh: Sequence[HeardWord], committed: Sequence[HeardWord], committed_end: float, end: float,
+            sound: Sound) -> int:
+    """How many words at the start of ``fresh`` (the words after the committed ones, in audio
+    that ends at ``end``) are the decoder's echo of the committed words: the committed words said
+    once more (see :func:`echo_length`, "Seven. 7.") or the last sentence started over (see
+    :func:`restart_length`), where ``sound`` (seconds of sound said after a pause) finds too
+    little from the committed end to the next word (or ``end``) for them to have been said
+    again; else 0. Sound still under way at the committed end is the rest of the committed
+    saying, which DTW often ends early ("cart" ended 0.4 s before its sound did, and its echo
+    was committed over that rest), so it does not count; a speaker who says the words again
+    ("you, you know") pauses, however briefly, before them."""
+    k = echo_length(fresh, committed) or restart_length(fresh, committed)
+    if not k:
+        return 0
+    until = fresh[k].word.start if k < len(fresh) else end
+    return 0 if sound(committed_end, until) >= ECHO_SOUND_S else k
+
+
 def restart_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:
     """``len(words)`` when ``words`` are nothing but the start of the last committed sentence
     again (the decoder starting it over: "Open" after "Open the front door."), else 0."""
@@ -543,8 +561,8 @@ def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], windo
     """Without context, a decoding that starts right at the end of the last committed word
     may hear that word (or its ending: "$17.67" as "7") again: drop such a first word, unless
     ``sound`` (seconds of sound said after a pause, between two times) finds a word's worth of
-    it from this word (or the committed end, if later) to the word after it: the speaker said it
-    again ("Again. ... Again."; the last word of a hypothesis waits for one). So is a first
+    it from the committed end to the word after it: the speaker said it again ("Again. ...
+    Again."; the last word of a hypothesis waits for one), as :func:`echo_at` judges an echo. So is a first
     word that lies mostly inside the last committed word and is a variant of it ("knock" heard
     again as "knack", "trap" as "strap", "eight" as "8"): the same audio written another way.
     ``last`` ends with the last committed word, and may hold words before it: the amount it is
@@ -560,7 +578,7 @@ def drop_clipped_repeat(words: list[HeardWord], last: Sequence[HeardWord], windo
     if w.start < last_end + window_s and (repeats or ((len(first) >= 2 or is_number(first))
                                                       and prev.endswith(first))):
         until = words[1].word.start if len(words) > 1 else w.end
-        if repeats and sound is not None and sound(max(last_end, w.start), until) >= ECHO_SOUND_S:
+        if repeats and sound is not None and sound(last_end, until) >= ECHO_SOUND_S:
             return words
         return words[1:]
     if (w.start + w.end) / 2 < last_end and is_variant(prev, first):
