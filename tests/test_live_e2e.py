@@ -281,6 +281,26 @@ def test_a_list_said_a_word_at_a_time_is_heard_with_the_words_before_it(base_def
     assert checked >= 1, [(r["buffer_start"], r["audio_end"]) for r in rounds]
 
 
+SLOW_LIST = [(1.0, "Apple.")] + [(2.5, word) for word in ("Table.", "Garden.", "Window.", "Pencil.", "Orange.")]
+
+
+def test_words_said_seconds_apart_are_heard_with_the_words_before_them(base_default: Model) -> None:
+    """A pause shorter than the committed context a buffer keeps (``context_s``) does not end that
+    context: the first words after it are heard with the committed speech before it, as a whole
+    recording hears them (cut at 1.2 s of silence, talk heard "She had" as "lol had" after a
+    2 s pause). Every round after the first committed word still holds that word's audio."""
+    run = run_stream(lambda: base_default.stream(), spoken(SLOW_LIST, 3.0), "unaware", chunk_s=0.1)
+    assert len(normalize_text(run.text).split()) >= len(SLOW_LIST), run.text  # each word, misheard or not
+    rounds = [r for r in run.rounds if "final" not in r and "buffer_start" in r]
+    checked = 0
+    for r in rounds:
+        committed = [w for w in run.words if w.emitted_at < r["audio_end"] - 0.01]
+        if committed:
+            assert r["buffer_start"] < committed[-1].end, (r["audio_end"], r["buffer_start"], committed[-1])
+            checked += 1
+    assert checked >= 10, [(r["buffer_start"], r["audio_end"]) for r in rounds]
+
+
 ENDS = [(0.5, "Turn left at the next corner."), (2.0, "Quiet him by brushing his hair."),
         (2.0, "Set a timer for ten minutes."), (2.0, "Lemons, cheese, soap and eggs."), (2.0, "Stop the music.")]
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from stenoflow.streaming.buffer import ONSET_LEAD_S, SAMPLE_RATE, AudioBuffer
+from stenoflow.streaming.buffer import SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.live_round import Encoded, Heard, HeardWord, LiveRound, RoundInput
 from stenoflow.streaming.speech import SpeechTrack
 from stenoflow.streaming.word_rules import (
@@ -48,14 +48,6 @@ RETRY_LEAD_S = 2.0
 # the last round's unconfirmed words (final_words), which start there.
 FINAL_LEAD_S = 0.05
 FINAL_SILENCE_S = 0.4  # silence after the last sound that the final hearing keeps
-# Across a long pause the committed speech before it is no context: once the silence reaches this
-# far past the committed end, the buffer drops that speech and keeps only the last second before
-# the next sound, and a hearing alone starts ONSET_LEAD_S before that sound. Heard again before a
-# word said seconds later, it made Whisper write the last committed word again in its place
-# ("Hello. Hello." over "Hello. ... Down.") or run the two together ("Down. ... Enter." as "and
-# turn."). A shorter pause is the same speaker's flow: a word of a list said a second after the
-# one before, heard without it, is misheard more often ("gem" as "Jim", "hair" as "slower").
-PAUSE_CONTEXT_S = 1.2
 
 
 class Rehearing:
@@ -194,7 +186,8 @@ class Rehearing:
 
     def _hear_alone(self, end: float, pad: bool, through: float | None = None) -> Heard | None:
         """The audio from the last committed word to ``end`` decoded with no prompt or draft
-        (a retry: with ``RETRY_LEAD_S`` of the committed speech before it; ``pad``, the final
+        (a retry: with ``RETRY_LEAD_S`` of the committed speech before it, as far as the buffer
+        still holds it, which a long pause cut away: see ``LiveSession._cut``; ``pad``, the final
         hearing: padded to 30 s, from ``FINAL_LEAD_S`` before it); None if there is too little
         of it. Where the voice activity model hears as much
         speech in it as a short word said alone holds (``LONE_SPEECH_S``), Whisper's own unsure
@@ -204,7 +197,7 @@ class Rehearing:
         word's speech written again, not new, and so is a first word after them that writes the
         last committed word again over its own audio (see :func:`drop_clipped_repeat`);
         ``through``: where that audio ends, if not where ``_heard_through`` says."""
-        first = round(max(self._hearing_start(FINAL_LEAD_S if pad else RETRY_LEAD_S) - self.buffer.offset, 0.0)
+        first = round(max(self._committed_end - (FINAL_LEAD_S if pad else RETRY_LEAD_S) - self.buffer.offset, 0.0)
                       * SAMPLE_RATE)
         last = round((end - self.buffer.offset) * SAMPLE_RATE)
         samples = self.buffer.samples[first:last]
@@ -223,18 +216,6 @@ class Rehearing:
         kept = drop_clipped_repeat(words[k:], self._committed[-2:], sound=self.buffer.sound_after_pause)
         self._drop("clipped-repeat", words[k : len(words) - len(kept)], pad)
         return replace(heard, words=tuple(kept))
-
-    def _hearing_start(self, lead: float) -> float:
-        """Where a hearing alone starts: ``lead`` before the committed end, or, where the next
-        speech starts after a long pause (see ``PAUSE_CONTEXT_S``), ``ONSET_LEAD_S`` before that
-        speech. The next speech is the first stretch the voice activity model hears after the
-        committed end, less than ``LONE_SPEECH_S`` of one under way there being the end of the
-        last committed word."""
-        end = self._committed_end
-        onset = next((max(a, end) for a, b in self._speech_runs() if b - max(a, end) >= LONE_SPEECH_S), None)
-        if onset is not None and onset - ONSET_LEAD_S > end + PAUSE_CONTEXT_S:
-            return onset - ONSET_LEAD_S
-        return end - lead
 
     def _speech_after_committed(self) -> float:
         """Seconds of speech in the stretches of it that start after the last committed word."""

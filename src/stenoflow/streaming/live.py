@@ -52,7 +52,7 @@ from stenoflow.memory import HeapTrimmer
 from stenoflow.streaming.buffer import ONSET_LEAD_S, SAMPLE_RATE, AudioBuffer
 from stenoflow.streaming.commit import commit_policy
 from stenoflow.streaming.events import SENTENCE_END, Dropped, StreamUpdate, TimedWord
-from stenoflow.streaming.hearing import LONE_SPEECH_S, PAUSE_CONTEXT_S, Rehearing
+from stenoflow.streaming.hearing import LONE_SPEECH_S, Rehearing
 from stenoflow.streaming.intake import Intake
 from stenoflow.streaming.language import LANGUAGE_WINDOW_S, LanguageTrack
 from stenoflow.streaming.live_round import (
@@ -95,7 +95,7 @@ IDLE_SILENCE_S = 1.0  # silence after the last speech a round heard before idle 
 MAX_PROMPT_WORDS = 400  # committed words kept for prompts (older ones only live in the text)
 FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned with, in its audio or not
 # Context a cut at a sentence end keeps before the new words: ``context_s`` of committed speech, and
-# at least this many committed words (a long pause, ``PAUSE_CONTEXT_S``, still ends them, and a buffer
+# at least this many committed words (a pause longer than ``context_s`` still ends them, and a buffer
 # over ``buffer_trim_s`` is cut keeping ``context_s`` alone). Three seconds hold
 # a phrase of talk, but only a word or two of a list said a word at a time, each then heard almost
 # alone ("gem" as "jam", "H." as "I. J." after "F. G.").
@@ -409,10 +409,17 @@ class LiveSession(Rehearing):
         """Cut the buffer where the words before the cut are final: at the latest committed
         sentence end that leaves ``context_s`` of committed speech and ``MIN_CONTEXT_WORDS``
         committed words in the buffer, or, once the buffer is longer than ``buffer_trim_s``, at
-        the latest word boundary that leaves ``context_s`` of committed speech. In silence
-        (from ``PAUSE_CONTEXT_S`` after the committed words), keep only the last second before
+        the latest word boundary that leaves ``context_s`` of committed speech. Once the silence
+        after the committed words is longer than ``context_s``, keep only the last second before
         the next sound (sound a round heard with a second of silence after it is not the next
-        sound)."""
+        sound): the committed speech is then no nearer to the next words than the context a cut
+        keeps, and a round would hear seconds of silence before them. A shorter pause is the same
+        speaker's flow, and the words before it are the next words' context: a word of a list
+        said a second or two after the one before, or the first words after a pause in talk,
+        heard without them, are misheard ("gem" as "Jim", "She had" as "lol had"). That the
+        decoder writes the committed words again over the new speech ("Hello. Hello." over
+        "Hello. ... Down.") the echo rule judges by the sound after the pause (see
+        ``word_rules.echo_at``)."""
         o = self.options
         inside = self._committed[self._in_buffer :]
         keep_from = self._committed_end - o.context_s
@@ -446,7 +453,7 @@ class LiveSession(Rehearing):
             onset = self.buffer.first_sound(since, quiet_to + ONSET_LEAD_S)
             if onset is not None:
                 quiet_to = onset - ONSET_LEAD_S
-            if quiet_to > max(self._committed_end + min(o.context_s, PAUSE_CONTEXT_S), cut or self.buffer.offset):
+            if quiet_to > max(self._committed_end + o.context_s, cut or self.buffer.offset):
                 cut, first_kept = quiet_to, len(self._committed)
         if cut is not None and cut > self.buffer.offset + 0.01:
             self._trim(cut)
