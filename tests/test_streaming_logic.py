@@ -494,7 +494,7 @@ def test_empty_stream_finishes_with_nothing() -> None:
 
 @pytest.mark.parametrize("bad", [{"step": 0}, {"policy": "nope"}, {"beam_size": 0}, {"buffer_trim_s": 30.0},
                                  {"max_buffer_s": 31.0}, {"prompt_chars": -1}, {"cold_margin_s": -1.0},
-                                 {"commit_flanked": 0}])
+                                 {"commit_flanked": 0}, {"settle_beam": 0}])
 def test_stream_options_reject_nonsense(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         StreamOptions(**bad)  # type: ignore[arg-type]

@@ -185,7 +185,7 @@ def stream_options(args: argparse.Namespace) -> StreamOptions:
         split = stored_split(args.model, args.compute)
         options = parse_variant(args.variant).apply(options, split if isinstance(split, tuple) else None)
     given = {name: getattr(args, name) for name in ("policy", "step", "beam_size", "hush", "guide", "gate", "gate_close", "beam_tail", "commit",
-                                                    "align_frames", "agree_rounds", "commit_confident", "cold_margin_s", "commit_flanked",
+                                                    "align_frames", "agree_rounds", "commit_confident", "cold_margin_s", "commit_flanked", "settle_beam",
                                                     "context_s", "skip_idle", "prompt_chars", "window_s", "silence_cache", "language", "task", "speculative",
                                                     "medusa", "encoder_reuse_s")
              if getattr(args, name) is not None}

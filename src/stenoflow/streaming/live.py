@@ -7,7 +7,8 @@ just that much committed context stays, and the committed text before the cut is
 The words a round expects (the committed ones still in the buffer, then the previous round's
 unconfirmed ones) are its draft, verified in one decoder pass, so a round spends passes only
 where the words can still change (see :mod:`.live_round` for a round and :mod:`.commit` for the
-commit policies).
+commit policies). The first round to hear a pause after its words decodes its buffer once more
+with beam search, as a whole recording is decoded, and that hearing is final (``_settled``).
 
 Nothing heard is lost (:mod:`.hearing` holds the hearings alone):
 
@@ -73,6 +74,7 @@ from stenoflow.streaming.word_rules import (
     instant_in_silence_at,
     new_words,
     on_speech,
+    said_keys,
     silent_copy_at,
     spoken_length,
     stretched_at,
@@ -100,6 +102,7 @@ FRESH_CONTEXT_WORDS = 4  # committed words a hypothesis start is always aligned 
 # a phrase of talk, but only a word or two of a list said a word at a time, each then heard almost
 # alone ("gem" as "jam", "H." as "I. J." after "F. G.").
 MIN_CONTEXT_WORDS = 4
+SETTLE_S = 0.4  # silence after the speech under a round's new words that makes them final (see _settled)
 FINAL_HEARINGS = 3  # most final hearings, each of the speech after the words the one before committed
 
 
@@ -126,6 +129,7 @@ class LiveSession(Rehearing):
         self._previous: Heard | None = None  # the last round's whole hearing (the next draft)
         self._tail_alone = False  # the tail was heard alone (a deaf round's retry), not in context
         self._void = False  # the last round was void: see _round
+        self._settled_to = -1.0  # the end of the speech the last settling round heard before its pause
         self._dropped = 0  # committed words pruned from _committed (only their text is kept)
         self.rounds_run = 0
         self._heard_end = 0.0  # absolute end of the audio the rounds so far took
@@ -271,6 +275,7 @@ class LiveSession(Rehearing):
         # meters." over "Down."), or it heard nothing there, and so did the hearings alone: this
         # round is void, and those words (and the draft they came from) wait for the next.
         # Never two rounds in a row: speech that keeps being heard so is not there.
+        heard, whole, settled = self._settled(encoded, heard, whole, heard_before, retried)
         copied = copies_prompt(heard.words, self._tail, self._committed[-CONTEXT_WORDS:])
         void = not self._void and (copied or (retried and not heard.words and bool(self._tail)))
         if void:
@@ -284,7 +289,8 @@ class LiveSession(Rehearing):
             # stays unconfirmed (and seen as such by the rules for the tail) until a round
             # places it over audio; nor is the last word while the speech under it runs on to
             # the end of the audio (the start of a longer word, see unfinished_at).
-            n = min(instant_in_silence_at(heard.words[: self.policy.commit(self._tail, heard)], self.speech.seconds),
+            ready = len(heard.words) if settled else self.policy.commit(self._tail, heard)
+            n = min(instant_in_silence_at(heard.words[:ready], self.speech.seconds),
                     unfinished_at(heard.words, self.speech.seconds, heard.end))
             committed = forced + self._record(heard.words[:n])
             self._tail = list(heard.words[n:])
@@ -299,6 +305,45 @@ class LiveSession(Rehearing):
         log.debug("round %d: %.2f-%.2f s, %d committed, tail %r", self.rounds_run, inp.offset,
                   heard.end, len(committed), "".join(w.word.word for w in self._tail))
         return committed, stats
+
+    def _settled(self, encoded: Encoded, heard: Heard, whole: Heard, heard_before: int,
+                 retried: bool) -> tuple[Heard, Heard, bool]:
+        """The round's new words ``heard`` (and its hypothesis ``whole``), unless the round is the
+        first to hear a pause after them: then its buffer is decoded once more with beam search
+        (``settle_beam`` rows, no draft), as a whole recording is, and what that hears is final
+        (see ``_round``). Greedy rounds agree on a word the beam would not write (on real speech,
+        single words said alone: "oasis" as "racist"); at a pause no later audio can change it, and the
+        machine is idle; where the beam hears no new word, the round's words stand. The greedy
+        words the beam does not keep ("jet jet." as "jet") are accounted for (``pause-choice``).
+        Returns the words, the hypothesis and whether they settled."""
+        pause = self._pause_after(heard, encoded.input) if self.options.settle_beam > 1 and not retried and heard.words else None
+        if pause is None:
+            return heard, whole, False
+        self._settled_to = pause
+        beam = self._settle(encoded)
+        fresh = self._fresh(beam.words, heard_before, beam.end)
+        log.debug("settled at a pause: %r (greedy %r)", "".join(w.word.word for w in fresh),
+                  "".join(w.word.word for w in heard.words))
+        if not fresh:
+            return heard, whole, False
+        kept = set(said_keys(fresh))
+        self._drop("pause-choice", [w for w, key in zip(heard.words, said_keys(heard.words), strict=True)
+                                    if key not in kept])
+        stats = {**heard.stats, **beam.stats, "settled_at": pause}
+        return replace(beam, words=tuple(fresh), stats=stats), beam, True
+
+    def _pause_after(self, heard: Heard, inp: RoundInput) -> float | None:
+        """Where the speech under ``heard``'s words ended, if ``SETTLE_S`` before the round's audio
+        did and no round settled there yet (None otherwise)."""
+        last = self.speech.last_end(max(self._committed_end, inp.offset), inp.end)
+        if last is None or inp.end - last < SETTLE_S or heard.words[-1].word.start >= last:
+            return None
+        return last if last > self._settled_to + TIME_TOLERANCE_S else None
+
+    def _settle(self, encoded: Encoded) -> Heard:
+        if self.pipeline is None:
+            return self._heard(self.round.settle(encoded, self.options.settle_beam))
+        return self._heard(self.pipeline.decode(lambda: self.round.settle(encoded, self.options.settle_beam)))
 
     def _idle(self, planned: RoundInput) -> bool:
         """Whether the round planned on ``planned`` has nothing to hear: no word waits for
@@ -380,7 +425,8 @@ class LiveSession(Rehearing):
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
         """``fresh`` (words after the committed ones, in audio that ends at ``end``) without
         the decoder's echo of the committed words."""
-        while k := echo_at(fresh, self._committed, self._committed_end, end, self.buffer.sound_after_pause):
+        while k := echo_at(fresh, self._committed, self._committed_end, end, self.buffer.sound_after_pause,
+                           self.buffer.sound_seconds):
             log.debug("dropped %r: an echo of the committed words over silence",
                       "".join(w.word.word for w in fresh[:k]))
             self._drop("echo", fresh[:k])

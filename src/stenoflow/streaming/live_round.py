@@ -239,6 +239,14 @@ class LiveRound:
                  "tokens": float(len(result.tokens))}
         return replace(heard, stats=stats)
 
+    @torch.inference_mode()
+    def settle(self, encoded: Encoded, beam_size: int) -> Heard:
+        """Decode the encoded buffer once more with beam search of ``beam_size`` rows, no draft:
+        the last decoding of ``encoded`` (its cache then holds the beam's rows)."""
+        options = replace(self._decoding(encoded.input, language=encoded.language), beam_size=beam_size)
+        _, heard, decoder_s, alignment_s = self._pass(encoded, options)
+        return replace(heard, stats={"settle_decoder_ms": 1000 * decoder_s, "settle_alignment_ms": 1000 * alignment_s})
+
     def _pass(self, encoded: Encoded, options: DecodingOptions) -> tuple[DecodingResult, Heard, float, float]:
         """One decoding of ``encoded`` from its prefilled prompt: the result, what it heard, and
         the seconds spent decoding and aligning."""

@@ -113,6 +113,12 @@ class StreamOptions:
     # were heard before the margin (None: it waits for the rounds to agree on it). The streaming
     # benchmark found 2 as accurate as waiting, and the late words sooner.
     commit_flanked: int | None = 2
+    # live: the first round whose audio ends SETTLE_S after the speech under its new words decodes
+    # its buffer once more with beam search of this many rows, and what that hears up to the pause
+    # is final (1: no such decoding; the rounds' agreement decides there too). Greedy rounds agree
+    # on words the beam does not write; on real speech it took the live default 1.6 WER points
+    # nearer whole-file beam search (see docs/benchmarks.md, "Settling at a pause").
+    settle_beam: int = 5
     context_s: float = 3.0  # live: committed speech kept in the buffer before the new words
     # live: a round is skipped when no word waits for confirmation and its new audio holds no
     # speech (by the voice activity model): it could only hear silence, and a machine busy with
@@ -135,6 +141,8 @@ class StreamOptions:
             raise ValueError(f"unknown streaming policy {self.policy!r}; known: {', '.join(GUIDES)}")
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if self.settle_beam < 1:
+            raise ValueError(f"settle_beam must be >= 1 (1: no settling at pauses), got {self.settle_beam}")
         guides = GUIDES[self.policy]
         if self.guide not in (None, "auto", *guides):
             raise ValueError(f"guide for the {self.policy} policy must be one of {', '.join(guides)} or None, "

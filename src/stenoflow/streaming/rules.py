@@ -32,6 +32,8 @@ RULES: dict[str, str] = {
                       "over no sound of its own",
     "void-round": "a round that wrote its prompt again in place of the unconfirmed words, or heard nothing "
                   "where a retry heard nothing either: its words wait for the next round",
+    "pause-choice": "the first round to hear a pause after its words decodes them again with beam search: the "
+                    "greedy words it does not keep",
     "final-choice": "the stream's final hearing and the last round disagree: the words of the one not taken",
 }
 
