@@ -241,20 +241,23 @@ class LiveRound:
 
     @torch.inference_mode()
     def settle(self, encoded: Encoded, beam_size: int) -> Heard:
-        """Decode the encoded buffer once more with beam search of ``beam_size`` rows, no draft:
-        the last decoding of ``encoded`` (its cache then holds the beam's rows)."""
+        """Decode the encoded buffer once more with beam search of ``beam_size`` rows, with no draft,
+        draft model or heads (their proposals would steer the beam): the last decoding of
+        ``encoded`` (its cache then holds the beam's rows)."""
         options = replace(self._decoding(encoded.input, language=encoded.language), beam_size=beam_size)
-        _, heard, decoder_s, alignment_s = self._pass(encoded, options)
+        _, heard, decoder_s, alignment_s = self._pass(encoded, options, drafted=False)
         return replace(heard, stats={"settle_decoder_ms": 1000 * decoder_s, "settle_alignment_ms": 1000 * alignment_s})
 
-    def _pass(self, encoded: Encoded, options: DecodingOptions) -> tuple[DecodingResult, Heard, float, float]:
-        """One decoding of ``encoded`` from its prefilled prompt: the result, what it heard, and
-        the seconds spent decoding and aligning."""
+    def _pass(self, encoded: Encoded, options: DecodingOptions,
+              drafted: bool = True) -> tuple[DecodingResult, Heard, float, float]:
+        """One decoding of ``encoded`` from its prefilled prompt (``drafted``: with the round's draft
+        model or Medusa heads, if any): the result, what it heard, and the seconds spent decoding
+        and aligning."""
         t0 = time.perf_counter()
         encoded.prefilled.inference.rollback(len(encoded.prefilled.tokens))
         cross = encoded.prefilled.inference.cross
         result = DecodingTask(self.model.context, options).run(cross, encoded.prefilled,
-                                                               draft=encoded.draft or self.heads)
+                                                               draft=(encoded.draft or self.heads) if drafted else None)
         t1 = time.perf_counter()
         heard = self._heard(result, encoded.input, cross, encoded.final, encoded.language)
         return result, heard, t1 - t0, time.perf_counter() - t1
