@@ -326,7 +326,7 @@ def test_the_first_round_to_hear_a_pause_settles_the_words_before_it_with_beam_s
     does not write ("oasis" as "racist" in a list said a word at a time). After such a round, no
     word said before the pause is left for a later round."""
     audio = spoken(ENDS, 3.0)
-    run = run_stream(lambda: base_default.stream(), audio, "unaware", chunk_s=0.1)
+    run = run_stream(lambda: base_default.stream(settle_beam=5), audio, "unaware", chunk_s=0.1)
     ref = normalize_text(" ".join(text for _, text in ENDS)).split()
     assert len(normalize_text(run.text).split()) == len(ref), run.text
     settled = [r for r in run.rounds if "settled_at" in r]

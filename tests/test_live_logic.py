@@ -325,24 +325,6 @@ def test_an_echo_over_the_rest_of_the_committed_saying_is_dropped_and_a_saying_a
     assert echo_at([hw(" Stop.", 1.8, 2.2)], opened, 1.3, 2.5, one_saying.sound_after_pause) == 0
 
 
-def test_a_word_said_again_and_again_without_a_pause_is_not_an_echo() -> None:
-    # "words" committed over 1.0-1.3 s, then said three times more with no quiet frame between
-    # (1.0-2.3 s of sound): each copy lies over sound of its own, and together over far more than
-    # the rest of one saying. They are speech ("words words words words" lost all but one).
-    words = [hw(" words", 1.0, 1.3)]
-    again = [hw(" words", 1.3, 1.65), hw(" words", 1.65, 2.0), hw(" words", 2.0, 2.3)]
-    fluent = bursts((1.0, 2.3), (2.5, 2.7))
-    assert echo_at(again, words, 1.3, 3.0, fluent.sound_after_pause) == 1  # by the pause alone: an echo
-    assert echo_at(again, words, 1.3, 3.0, fluent.sound_after_pause, fluent.sound_seconds) == 0
-    # The decoder's echo over the rest of one saying stays an echo, one copy or two ...
-    cart, one_saying = [hw(" cart", 1.0, 1.3)], bursts((1.0, 1.7))
-    for echo in ([hw(" cart", 1.3, 1.7)], [hw(" cart", 1.3, 1.5), hw(" cart", 1.5, 1.7)]):
-        assert echo_at(echo, cart, 1.3, 2.5, one_saying.sound_after_pause, one_saying.sound_seconds) == 1
-    # ... and so do copies written at one instant.
-    instant = [hw(" words", 1.3, 1.3), hw(" words", 1.3, 1.3)]
-    assert echo_at(instant, words, 1.3, 3.0, fluent.sound_after_pause, fluent.sound_seconds) == 1
-
-
 def test_the_start_of_the_last_committed_sentence_alone_is_a_restart() -> None:
     start = [hw(" Open", 10.9, 11.3), hw(" the", 11.3, 11.3)]
     assert restart_length(start[:1], COMMITTED) == 1 and restart_length(start, COMMITTED) == 2

@@ -100,7 +100,7 @@ def test_stream_cli_turns_commit_rules_off_or_sets_them(tmp_path: Path) -> None:
     assert options("--commit-flanked", "off", "--commit-confident", "off").commit_flanked is None
     assert options("--commit-flanked", "3").commit_flanked == 3
     assert options("--commit-confident", "off").commit_confident is None
-    assert options().settle_beam == StreamOptions().settle_beam == 5
-    assert options("--settle-beam", "1").settle_beam == 1
+    assert options().settle_beam == StreamOptions().settle_beam == 1
+    assert options("--settle-beam", "5").settle_beam == 5
     with pytest.raises(SystemExit):
         build_parser().parse_args(["stream", "x.wav", "--commit-flanked", "two"])

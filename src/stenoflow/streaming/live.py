@@ -7,8 +7,9 @@ just that much committed context stays, and the committed text before the cut is
 The words a round expects (the committed ones still in the buffer, then the previous round's
 unconfirmed ones) are its draft, verified in one decoder pass, so a round spends passes only
 where the words can still change (see :mod:`.live_round` for a round and :mod:`.commit` for the
-commit policies). The first round to hear a pause after its words decodes its buffer once more
-with beam search, as a whole recording is decoded, and that hearing is final (``_settled``).
+commit policies). With ``settle_beam`` above 1, the first round to hear a pause after its words
+decodes its buffer once more with beam search, as a whole recording is decoded, and that hearing
+is final (``_settled``).
 
 Nothing heard is lost (:mod:`.hearing` holds the hearings alone):
 
@@ -423,8 +424,7 @@ class LiveSession(Rehearing):
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
         """``fresh`` (words after the committed ones, in audio that ends at ``end``) without
         the decoder's echo of the committed words."""
-        while k := echo_at(fresh, self._committed, self._committed_end, end, self.buffer.sound_after_pause,
-                           self.buffer.sound_seconds):
+        while k := echo_at(fresh, self._committed, self._committed_end, end, self.buffer.sound_after_pause):
             log.debug("dropped %r: an echo of the committed words over silence",
                       "".join(w.word.word for w in fresh[:k]))
             self._drop("echo", fresh[:k])
