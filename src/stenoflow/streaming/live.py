@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -340,9 +340,7 @@ class LiveSession(Rehearing):
         return last
 
     def _settle(self, encoded: Encoded) -> Heard:
-        if self.pipeline is None:
-            return self._heard(self.round.settle(encoded, self.options.settle_beam))
-        return self._heard(self.pipeline.decode(lambda: self.round.settle(encoded, self.options.settle_beam)))
+        return self._on_decoder(lambda: self.round.settle(encoded, self.options.settle_beam))
 
     def _idle(self, planned: RoundInput) -> bool:
         """Whether the round planned on ``planned`` has nothing to hear: no word waits for
@@ -439,9 +437,11 @@ class LiveSession(Rehearing):
 
     def _decode(self, encoded: Encoded, draft: tuple[int, ...], hold: int = 0, min_tokens: int = 0,
                 new_s: float | None = None) -> Heard:
-        if self.pipeline is None:
-            return self._heard(self.round.decode(encoded, draft, hold, min_tokens, new_s))
-        return self._heard(self.pipeline.decode(lambda: self.round.decode(encoded, draft, hold, min_tokens, new_s)))
+        return self._on_decoder(lambda: self.round.decode(encoded, draft, hold, min_tokens, new_s))
+
+    def _on_decoder(self, stage: Callable[[], Heard]) -> Heard:
+        """Run a decoding ``stage`` where decodings run (the pipeline's decoder executor, if any)."""
+        return self._heard(stage() if self.pipeline is None else self.pipeline.decode(stage))
 
     def _heard(self, heard: Heard) -> Heard:
         """``heard``, its set-aside words accounted for."""
