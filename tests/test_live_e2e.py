@@ -229,7 +229,12 @@ def assert_lone_words_committed_once(stream: str, run: StreamRun) -> None:
     hyp = [same_number(w) for w in normalize_text(run.text).split()]
     ref = normalize_text(" ".join(text for _, text in items)).split()
     assert hyp[:4] == ref[:4], run.text
-    assert len(hyp) == len(ref), run.text
+    # Each item committed once, none lost: as many words as were said, but for one said word
+    # misheard as two ("Enter." as "and turn."), whose extra word sits beside a misheard one,
+    # where a loop's copy sits beside the word it copies ("Stop. Stop.").
+    ops = [op for *_, op in align_words(ref, hyp)]
+    split = ops.count("ins") == 1 and "del" not in ops and "sub" in ops[max(0, ops.index("ins") - 1):ops.index("ins") + 2]
+    assert len(hyp) == len(ref) or split, run.text
     if stream == "timer":  # said as it was, and not merged with what the previous word left
         assert hyp[-2:] == ref[-2:], run.text
     said_twice = Counter((a, b) for a, b in pairwise(ref) if a == b)
