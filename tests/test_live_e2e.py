@@ -194,6 +194,18 @@ def test_words_alone_between_silences_are_committed_once(base_default: Model, st
     assert_lone_words_committed_once(stream, run)
 
 
+@pytest.mark.parametrize("mode", ("realtime", "unaware"))
+def test_a_word_said_alone_again_is_committed_once_where_pauses_settle(base_default: Model, mode: str) -> None:
+    """Settling at the last pause, the beam wrote "Again. ... Again. ... Again." as five copies,
+    one laid over the silence between the second and third sayings, and committed "again,
+    again," after the two committed ones: a copy of the last committed word over silence waits
+    for a round that hears it, as a copy of any word before it does."""
+    items, tail, first_voice = LONE_WORDS["again"]
+    run = run_stream(lambda: base_default.stream(settle_beam=5), spoken(items, tail, first_voice), mode, chunk_s=0.1)
+    assert any("settled_at" in r for r in run.rounds)
+    assert_lone_words_committed_once("again", run)
+
+
 @pytest.mark.parametrize(("stream", "seed"), [("again", 5), ("again", 25), ("words", 1), ("words", 8), ("words", 11),
                                             ("words", 13), ("words", 29)])
 def test_words_alone_are_committed_once_where_rounds_fell_that_lost_them(base_default: Model, stream: str,

@@ -20,9 +20,9 @@ def said(text: str) -> list[EmittedWord]:
     return [EmittedWord(" " + w, 0.0, 0.0, 0.0) for w in text.split()]
 
 
-def assert_phrase_committed_once(case: FailureCase, model: Model) -> None:
+def assert_phrase_committed_once(case: FailureCase, model: Model, options: StreamOptions | None = None) -> None:
     clip = failure_stream(case)
-    run = run_stream(lambda: model.stream(StreamOptions()), clip.load_audio(), "unaware", 0.1)
+    run = run_stream(lambda: model.stream(options or StreamOptions()), clip.load_audio(), "unaware", 0.1)
     # No run of three or more of the reference's words is missing or written otherwise ...
     lost = lost_phrases(said(clip.text), run.words)
     assert not lost, f"{case.name}: lost {[(p.text, p.instead) for p in lost]} from {run.text!r}"
@@ -35,6 +35,14 @@ def assert_phrase_committed_once(case: FailureCase, model: Model) -> None:
 @pytest.mark.parametrize("name", ["repeats", "restart"])
 def test_the_phrase_real_speech_lost_is_committed_once(base_default: Model, name: str) -> None:
     assert_phrase_committed_once(BY_NAME[name], base_default)
+
+
+def test_words_said_again_and_again_are_kept_where_pauses_settle(base_default: Model) -> None:
+    """A sentence settled at its pause cuts the buffer sooner, and the next rounds wrote "words
+    words words words" said without a pause one copy at a time after the committed first: the
+    echo rule dropped each, since no pause came before it. Copies of the last committed word
+    each over sound of its own, and together over more than twice its committed sound, are said."""
+    assert_phrase_committed_once(BY_NAME["repeats"], base_default, StreamOptions(settle_beam=5))
 
 
 @pytest.mark.xfail(strict=True, reason="open: heard in short rounds, the hoarse voice is written as other words "

@@ -312,17 +312,36 @@ def test_an_echo_over_the_rest_of_the_committed_saying_is_dropped_and_a_saying_a
     again = [hw(" cart", 1.3, 1.7)]
     one_saying = bursts((1.0, 1.7))
     assert one_saying.sound_seconds(1.3, 1.7) >= 0.3
-    assert echo_at(again, cart, 1.3, 2.5, one_saying.sound_after_pause) == 1
+    assert echo_at(again, cart, 1.3, 2.5, one_saying.sound_after_pause, one_saying.sound_seconds) == 1
     # Said again after a pause, however short ("you, you know"), it is speech.
     two_sayings = bursts((1.0, 1.4), (1.5, 1.9))
-    assert echo_at([hw(" cart", 1.5, 1.9)], cart, 1.3, 2.5, two_sayings.sound_after_pause) == 0
+    assert echo_at([hw(" cart", 1.5, 1.9)], cart, 1.3, 2.5, two_sayings.sound_after_pause, two_sayings.sound_seconds) == 0
     # The last sentence started over is judged alike: over the rest of its sound, an echo;
     # over a saying of its own, speech.
     opened = [hw(" Open", 0.2, 0.5), hw(" the", 0.5, 0.6), hw(" door.", 0.6, 1.3)]
     restarted = [hw(" Open", 1.3, 1.5)]
-    assert echo_at(restarted, opened, 1.3, 2.5, bursts((0.2, 1.6)).sound_after_pause) == 1
-    assert echo_at(restarted, opened, 1.3, 2.5, bursts((0.2, 1.4), (1.8, 2.2)).sound_after_pause) == 0
-    assert echo_at([hw(" Stop.", 1.8, 2.2)], opened, 1.3, 2.5, one_saying.sound_after_pause) == 0
+    whole, apart = bursts((0.2, 1.6)), bursts((0.2, 1.4), (1.8, 2.2))
+    assert echo_at(restarted, opened, 1.3, 2.5, whole.sound_after_pause, whole.sound_seconds) == 1
+    assert echo_at(restarted, opened, 1.3, 2.5, apart.sound_after_pause, apart.sound_seconds) == 0
+    assert echo_at([hw(" Stop.", 1.8, 2.2)], opened, 1.3, 2.5, one_saying.sound_after_pause, one_saying.sound_seconds) == 0
+
+
+def test_a_word_said_again_and_again_without_a_pause_is_not_an_echo() -> None:
+    # "more words words words words" said without a pause: "words" committed over 1.0-1.4 s,
+    # the sound runs on to 2.6 s, and a round writes three copies over it, each over its own
+    # sound: speech, though no pause comes before them.
+    words = [hw(" words", 1.0, 1.4)]
+    copies = [hw(" words", 1.4, 1.8), hw(" words", 1.8, 2.2), hw(" words", 2.2, 2.6), hw(" and", 2.8, 3.0)]
+    fluent = bursts((1.0, 2.6), (2.8, 3.0))
+    assert fluent.sound_after_pause(1.4, 2.8) < 0.2
+    assert echo_at(copies, words, 1.4, 3.2, fluent.sound_after_pause, fluent.sound_seconds) == 0
+    # Two copies over the rest of one saying (DTW ended the committed word early) are the
+    # decoder looping, as one is: they hold no more sound than the committed word did twice
+    # (each is dropped in turn).
+    early = bursts((1.0, 1.9))
+    looped = [hw(" words", 1.4, 1.65), hw(" words", 1.65, 1.9)]
+    assert echo_at(looped, words, 1.4, 2.5, early.sound_after_pause, early.sound_seconds) == 1
+    assert echo_at(looped[1:], words, 1.4, 2.5, early.sound_after_pause, early.sound_seconds) == 1
 
 
 def test_the_start_of_the_last_committed_sentence_alone_is_a_restart() -> None:

@@ -399,30 +399,37 @@ class LiveSession(Rehearing):
         """``words`` (heard in audio that ends at ``end``) up to the last one speech lies near
         (see :func:`spoken_length`) and, but in the final hearing, before the first one laid
         over more speech than a word holds (see :func:`stretched_at`) or a copy of the word
-        before it laid over silence (see :func:`silent_copy_at`); in the final hearing, which no
+        before it, the last committed word for the first, laid over silence (see
+        :func:`silent_copy_at`: settling "Again. ... Again. ... Again.", the beam laid a copy of
+        the second over the silence before the third, and committed both); in the final hearing, which no
         later round hears again, without runs of words written at one instant over silence (see
         :func:`without_silent_runs`) and without such copies (see :func:`without_silent_copies`)."""
         n = spoken_length(words, self.speech.seconds, end)
         if n < len(words):
             log.debug("dropped %r: no speech near them", "".join(w.word.word for w in words[n:]))
             self._drop("unspoken", words[n:], final)
+        before = self._committed[-1:]  # the word before the first new one
         if final:
             kept = without_silent_runs(words[:n], self.speech.seconds)
             self._drop("silent-run", [w for w in words[:n] if w not in kept], final)
-            said = without_silent_copies(kept, self.speech.seconds)
+            said = without_silent_copies([*before, *kept], self.speech.seconds)[len(before):]
             self._drop("silent-copy", [w for w in kept if w not in said], final)
             return said
-        for held, why in ((stretched_at, "is laid over more speech than a word holds"),
-                          (silent_copy_at, "repeats the word before it over silence")):
-            if (k := held(words[:n], self.speech.seconds)) < n:
-                log.debug("held back %r: %r %s", "".join(w.word.word for w in words[k:n]), words[k].word.word, why)
-                n = k
+        if (k := stretched_at(words[:n], self.speech.seconds)) < n:
+            log.debug("held back %r: %r is laid over more speech than a word holds",
+                      "".join(w.word.word for w in words[k:n]), words[k].word.word)
+            n = k
+        if (k := silent_copy_at([*before, *words[:n]], self.speech.seconds) - len(before)) < n:
+            log.debug("held back %r: %r repeats the word before it over silence",
+                      "".join(w.word.word for w in words[k:n]), words[k].word.word)
+            n = k
         return words[:n]
 
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:
         """``fresh`` (words after the committed ones, in audio that ends at ``end``) without
         the decoder's echo of the committed words."""
-        while k := echo_at(fresh, self._committed, self._committed_end, end, self.buffer.sound_after_pause):
+        while k := echo_at(fresh, self._committed, self._committed_end, end, self.buffer.sound_after_pause,
+                           self.buffer.sound_seconds):
             log.debug("dropped %r: an echo of the committed words over silence",
                       "".join(w.word.word for w in fresh[:k]))
             self._drop("echo", fresh[:k])

@@ -24,9 +24,11 @@ RULES: dict[str, str] = {
     # stenoflow.streaming.live and .word_rules: what a session commits of a round's words
     "unspoken": "last words with no speech near them: written over noise or silence",
     "silent-run": "final hearing: runs of words written at one instant over silence",
-    "silent-copy": "final hearing: a word written again right after itself over silence",
+    "silent-copy": "final hearing: a word written again right after itself, or after the last committed word, "
+                   "over silence",
     "echo": "the words just committed written once more, over too little sound after a pause to have been "
-            "said again",
+            "said again (copies of the last word, each over sound of its own and together over more than "
+            "twice its committed saying, are said again and again: \"words words words words\")",
     "last-word-again": "a hearing alone: words in the audio the last committed word was heard in",
     "clipped-repeat": "a hearing alone: a first word that repeats the last committed one (or its ending) "
                       "over no sound of its own",

@@ -26,6 +26,7 @@ MISPLACED_S = 1.0
 PROMPT_COPY_WORDS = 3  # committed words written again in a row that make a copy of the prompt
 Sound = Callable[[float, float], float]  # seconds of sound (as a caller counts it) between two absolute times
 ECHO_SOUND_S = 0.2  # a repeat of the committed words over less sound than this is the decoder looping
+SAID_COPY_S = 0.15  # a copy of the last committed word over this much sound of its own may have been said
 UNSPOKEN_S = 0.5  # last words with no speech this close to them were not said: Whisper wrote them over noise
 MAX_WORD_SPEECH_S = 1.5  # a word DTW lays over more speech than this was stretched over words not heard
 COPY_SPEECH_S = 0.1  # a word written again right after itself over less speech than this is a loop copy
@@ -310,7 +311,7 @@ def echo_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> i
 
 
 def echo_at(fresh: Sequence[HeardWord], committed: Sequence[HeardWord], committed_end: float, end: float,
-            sound: Sound) -> int:
+            sound: Sound, said: Sound) -> int:
     """How many words at the start of ``fresh`` (the words after the committed ones, in audio
     that ends at ``end``) are the decoder's echo of the committed words: the committed words said
     once more (see :func:`echo_length`, "Seven. 7.") or the last sentence started over (see
@@ -319,12 +320,30 @@ def echo_at(fresh: Sequence[HeardWord], committed: Sequence[HeardWord], committe
     again; else 0. Sound still under way at the committed end is the rest of the committed
     saying, which DTW often ends early ("cart" ended 0.4 s before its sound did, and its echo
     was committed over that rest), so it does not count; a speaker who says the words again
-    ("you, you know") pauses, however briefly, before them."""
+    ("you, you know") pauses, however briefly, before them, or says them again and again (see
+    :func:`said_again`; ``said``: seconds of sound, whether after a pause or not)."""
     k = echo_length(fresh, committed) or restart_length(fresh, committed)
-    if not k:
+    if not k or said_again(fresh, committed, said):
         return 0
     until = fresh[k].word.start if k < len(fresh) else end
     return 0 if sound(committed_end, until) >= ECHO_SOUND_S else k
+
+
+def said_again(fresh: Sequence[HeardWord], committed: Sequence[HeardWord], sound: Sound) -> bool:
+    """Whether ``fresh`` opens with two or more copies of the last committed word, each laid over
+    ``SAID_COPY_S`` of ``sound`` of its own, and together over more than twice the sound of that
+    word as committed: a word said again and again without a pause ("words words words words"),
+    where the decoder's echo lies at an instant, or over the rest of one saying, which DTW ended
+    early ("cart" committed over 0.3 s of its sound, its echo over the last 0.4 s)."""
+    if not committed:
+        return False
+    last = committed[-1].word
+    key = said_keys(committed[-1:])[0]
+    keys = said_keys(fresh)
+    m = next((i for i, k in enumerate(keys) if k != key), len(keys))
+    copies = fresh[:m]
+    return (m >= 2 and all(sound(w.word.start, w.word.end) >= SAID_COPY_S for w in copies)
+            and sound(copies[0].word.start, copies[-1].word.end) > 2 * sound(last.start, last.end))
 
 
 def restart_length(words: Sequence[HeardWord], committed: Sequence[HeardWord]) -> int:
