@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--settle-beam", type=int, default=None, dest="settle_beam", metavar="N",
                     help="live: the first round to hear a pause after its words decodes them again with beam "
                          "search of N rows, and that is final (default 1: the rounds' agreement decides; 5 is "
-                         "nearly 2 WER points nearer offline on real speech, for a third more compute)")
+                         "0.7 WER points nearer offline on real speech, for a seventh to a third more compute)")
     st.add_argument("--cold-margin", type=float, default=None, dest="cold_margin_s", metavar="S",
                     help="live agreement: a stream's first words wait until S seconds of audio follow them "
                          "(default 1.2; 0: only the usual margin)")

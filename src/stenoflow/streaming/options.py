@@ -116,7 +116,7 @@ class StreamOptions:
     # live: the first round whose audio ends SETTLE_S after the speech under its new words decodes
     # its buffer once more with beam search of this many rows, and what that hears up to the pause
     # is final (1: no such decoding; the rounds' agreement decides there too). Greedy rounds agree
-    # on words the beam does not write; on real speech 5 took the live default 1.9 WER points
+    # on words the beam does not write; on real speech 5 took the live default 0.7 WER points
     # nearer whole-file beam search, but on a 2-core AVX2 machine its third more compute made the
     # words after each pause wait on the realtime clock, so it is not the default (see
     # docs/benchmarks.md, "Settling at a pause").
