@@ -117,8 +117,8 @@ class StreamOptions:
     # its buffer once more with beam search of this many rows, and what that hears up to the pause
     # is final (1: no such decoding; the rounds' agreement decides there too). Greedy rounds agree
     # on words the beam does not write; on real speech 5 took the live default 0.7 WER points
-    # nearer whole-file beam search, but on a 2-core AVX2 machine its third more compute made the
-    # words after each pause wait on the realtime clock, so it is not the default (see
+    # nearer whole-file beam search on the unaware clock, for up to a third more compute per
+    # stream, and the realtime clock has not shown it yet, so it is not the default (see
     # docs/benchmarks.md, "Settling at a pause").
     settle_beam: int = 1
     context_s: float = 3.0  # live: committed speech kept in the buffer before the new words
