@@ -612,6 +612,10 @@ def test_a_copy_of_a_word_laid_over_silence_waits_for_a_round_that_hears_it() ->
     assert silent_copy_at([hw(" very", 3.6, 3.9), hw(" very", 3.9, 4.2), hw(" good.", 4.2, 4.4)], speech) == 3
     # Only a word repeated right after itself counts: a word alone over silence is another rule's.
     assert silent_copy_at([first, hw(" Stop.", 2.0, 2.5)], speech) == 2
+    # The first new word is judged against the last committed one: the third copy, new after
+    # the committed two, waits; the second, new after the first, was said.
+    assert silent_copy_at([third], speech, before=[first, second]) == 0
+    assert silent_copy_at([second, third], speech, before=[first]) == 1
 
 
 def test_a_last_word_with_speech_running_on_to_the_end_of_the_audio_waits() -> None:

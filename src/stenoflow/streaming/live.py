@@ -408,21 +408,18 @@ class LiveSession(Rehearing):
         if n < len(words):
             log.debug("dropped %r: no speech near them", "".join(w.word.word for w in words[n:]))
             self._drop("unspoken", words[n:], final)
-        before = self._committed[-1:]  # the word before the first new one
         if final:
             kept = without_silent_runs(words[:n], self.speech.seconds)
             self._drop("silent-run", [w for w in words[:n] if w not in kept], final)
-            said = without_silent_copies([*before, *kept], self.speech.seconds)[len(before):]
+            said = without_silent_copies(kept, self.speech.seconds, self._committed)
             self._drop("silent-copy", [w for w in kept if w not in said], final)
             return said
-        if (k := stretched_at(words[:n], self.speech.seconds)) < n:
-            log.debug("held back %r: %r is laid over more speech than a word holds",
-                      "".join(w.word.word for w in words[k:n]), words[k].word.word)
-            n = k
-        if (k := silent_copy_at([*before, *words[:n]], self.speech.seconds) - len(before)) < n:
-            log.debug("held back %r: %r repeats the word before it over silence",
-                      "".join(w.word.word for w in words[k:n]), words[k].word.word)
-            n = k
+        for k, why in ((stretched_at(words[:n], self.speech.seconds), "is laid over more speech than a word holds"),
+                       (silent_copy_at(words[:n], self.speech.seconds, self._committed),
+                        "repeats the word before it over silence")):
+            if k < n:
+                log.debug("held back %r: %r %s", "".join(w.word.word for w in words[k:n]), words[k].word.word, why)
+                n = k
         return words[:n]
 
     def _unechoed(self, fresh: list[HeardWord], end: float) -> list[HeardWord]:

@@ -236,27 +236,32 @@ def unfinished_at(words: Sequence[HeardWord], speech: Callable[[float, float], f
     return len(words) - 1 if end - last > 0 and speech(last, end) >= end - last - WORD_SOUND_S else len(words)
 
 
-def silent_copy_at(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> int:
-    """Index of the first of ``words`` that repeats the word before it (numbers spelled or in
-    digits alike) over less than ``COPY_SPEECH_S`` of speech (``speech``: seconds of speech
-    between two times, by a voice activity model); ``len(words)`` if none. A word said again
-    after a pause ("Again. ... Again.") is written as a loop of copies, one more than was said,
-    and DTW gives each copy audio of its own, the extra one the silence beside a saying:
-    committed, it is a word never said. Words from it on wait for a round that hears them. A
-    word said twice ("very very") has speech under each saying."""
-    keys = said_keys(words)
-    return next((i for i in range(1, len(words))
-                 if keys[i] == keys[i - 1] and speech(words[i].word.start, words[i].word.end) < COPY_SPEECH_S),
+def silent_copy_at(words: Sequence[HeardWord], speech: Callable[[float, float], float],
+                   before: Sequence[HeardWord] = ()) -> int:
+    """Index of the first of ``words`` that repeats the word before it (the last of ``before``,
+    the committed word, for the first) over less than ``COPY_SPEECH_S`` of speech (numbers
+    spelled or in digits alike; ``speech``: seconds of speech between two times, by a voice
+    activity model); ``len(words)`` if none. A word said again after a pause ("Again. ...
+    Again.") is written as a loop of copies, one more than was said, and DTW gives each copy
+    audio of its own, the extra one the silence beside a saying: committed, it is a word never
+    said. Words from it on wait for a round that hears them. A word said twice ("very very")
+    has speech under each saying."""
+    lead = len(before[-1:])
+    keys = said_keys([*before[-1:], *words])
+    return next((i for i in range(1 - lead, len(words))
+                 if keys[i + lead] == keys[i + lead - 1]
+                 and speech(words[i].word.start, words[i].word.end) < COPY_SPEECH_S),
                 len(words))
 
 
-def without_silent_copies(words: Sequence[HeardWord], speech: Callable[[float, float], float]) -> list[HeardWord]:
+def without_silent_copies(words: Sequence[HeardWord], speech: Callable[[float, float], float],
+                          before: Sequence[HeardWord] = ()) -> list[HeardWord]:
     """``words`` of a stream's final hearing without each copy of the word before it laid over
-    silence (see :func:`silent_copy_at`). A round holds such a copy back for the next round to
-    hear again; the final hearing has no next: "... Snooze. Stop." was heard as "stop. stop.",
-    the second at an instant after the one saying."""
+    silence (see :func:`silent_copy_at`; ``before``: the committed words). A round holds such a
+    copy back for the next round to hear again; the final hearing has no next: "... Snooze.
+    Stop." was heard as "stop. stop.", the second at an instant after the one saying."""
     kept = list(words)
-    while (k := silent_copy_at(kept, speech)) < len(kept):
+    while (k := silent_copy_at(kept, speech, before)) < len(kept):
         log.debug("dropped %r: repeats the word before it over silence", kept[k].word.word)
         del kept[k]
     return kept
