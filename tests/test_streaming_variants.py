@@ -12,6 +12,7 @@ import torch
 
 from stenoflow.bench.datasets import JFK_TEXT
 from stenoflow.bench.metrics import wer
+from stenoflow.decoding.transcribe import TranscribeOptions
 from stenoflow.model.compute import INT8, cpu_compute
 from stenoflow.streaming.events import TimedWord
 from stenoflow.streaming.options import StreamOptions
@@ -68,16 +69,19 @@ def test_the_bench_measures_the_default_beside_the_ablation() -> None:
 
     configs = default_configs(StreamBenchOptions(models=("tiny.en",), peers=False), ModelCache())
     names = [c.name for c in configs]
-    assert names[:2] == ["tiny.en/offline", "tiny.en/offline-default-decoding"] and names[2].endswith("default")
-    # Beside offline beam 5 in float32, the whole file decoded as the default decodes.
+    assert names[:3] == ["tiny.en/offline", "tiny.en/offline-transcribe", "tiny.en/offline-default-decoding"]
+    assert names[3].endswith("default")
+    # Beside offline beam 5 in float32, the whole file as `stenoflow transcribe` decodes it, and as
+    # the stream's default decodes.
     assert configs[0].params == {"beam_size": 5, "compute": "float32"}
-    assert configs[1].params == {"beam_size": StreamOptions().beam_size, "compute": cpu_compute()}
-    assert configs[1].mode == "offline"
+    assert configs[1].params == {"beam_size": TranscribeOptions().beam_size, "compute": cpu_compute()}
+    assert configs[2].params == {"beam_size": StreamOptions().beam_size, "compute": cpu_compute()}
+    assert configs[1].mode == configs[2].mode == "offline"
     if cpu_compute() == INT8:
         # The default is the last stage of the ablation before its side lines: measured once, under both names.
-        assert names[2].endswith("= default") and len(names) == 2 + len(ABLATION)
+        assert names[3].endswith("= default") and len(names) == 3 + len(ABLATION)
     else:  # the encoder in bfloat16: one line more than the (int8) ablation
-        assert names[2] == "tiny.en/default" and len(names) == 3 + len(ABLATION)
+        assert names[3] == "tiny.en/default" and len(names) == 4 + len(ABLATION)
     assert configs[2].params["compute"] == cpu_compute()
     with pytest.raises(ValueError, match="stage"):
         default_configs(StreamBenchOptions(models=("tiny.en",), stages=("+turbo",), peers=False), ModelCache())
@@ -198,11 +202,13 @@ def test_bench_lines_run_what_stream_would_with_those_options() -> None:
     configs = default_configs(StreamBenchOptions(models=("tiny.en",), stages=(), peers=False, lines=lines),
                               ModelCache())
     names = [c.name for c in configs]
-    assert names == ["tiny.en/offline", "tiny.en/offline-default-decoding", "tiny.en/default",
-                     "tiny.en/gated: --beam-size 5 --gate 1 --gate-close", "tiny.en/f32: --compute float32 --step 0.5"]
-    assert configs[4].params["compute"] == "float32" and configs[3].params["gate"] == 1.0
+    assert names == ["tiny.en/offline", "tiny.en/offline-transcribe", "tiny.en/offline-default-decoding",
+                     "tiny.en/default", "tiny.en/gated: --beam-size 5 --gate 1 --gate-close",
+                     "tiny.en/f32: --compute float32 --step 0.5"]
+    assert configs[5].params["compute"] == "float32" and configs[4].params["gate"] == 1.0
     for spec, message in (("gated", "NAME=OPTIONS"), ("default=--step 1", "new name"),
                           ("offline-default-decoding=--step 1", "new name"),
+                          ("offline-transcribe=--step 1", "new name"),
                           ("x=--step soon", "invalid float"), ("x=--bogus", "unrecognized"),
                           ("x=--model base", "not a stream option"), ("x=a.wav", "not a stream option"),
                           ("x=--language 'en", "closing quotation")):

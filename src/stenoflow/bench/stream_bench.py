@@ -35,6 +35,7 @@ from stenoflow.bench.machine import machine_record, resident_mb
 from stenoflow.bench.metrics import wer
 from stenoflow.bench.recorded import recorded_available, recorded_stream
 from stenoflow.bench.varied import sparse_streams, varied_streams
+from stenoflow.decoding.transcribe import TranscribeOptions
 from stenoflow.model.compute import cpu_compute
 from stenoflow.streaming.drivers import StreamRun, run_stream, write_word_log
 from stenoflow.streaming.events import StreamingSession
@@ -46,6 +47,9 @@ from stenoflow.streaming.variants import ABLATION, Stage
 log = logging.getLogger(__name__)
 
 SAME_DECODING = "offline-default-decoding"  # the line that decodes whole files as the default does
+TRANSCRIBE_DEFAULT = "offline-transcribe"  # the line that decodes whole files as `stenoflow transcribe` does
+# how the plot draws and names each offline line (any other: the beam 5 float32 reference)
+OFFLINE_LINES = {SAME_DECODING: (":", "the default's decoding"), TRANSCRIBE_DEFAULT: ("-.", "as transcribe runs")}
 
 
 @dataclass(frozen=True)
@@ -130,11 +134,18 @@ def default_configs(options: StreamBenchOptions, models: ModelCache) -> list[Ben
     if unknown:
         raise ValueError(f"unknown ablation stage(s) {unknown}; known: {list(stages)}")
     default, default_compute = StreamOptions(), cpu_compute()  # what `stenoflow stream` runs here
+    transcribe_beam = TranscribeOptions().beam_size or 1  # what `stenoflow transcribe` runs
     extra = [Stage(v, v, default_compute, default.step, default.beam_size, default.context_s, default.commit_confident)
              for v in options.variants]
     for name in options.models:
         configs.append(BenchConfig(f"{name}/offline", lambda n=name: OfflineSession(models.get(n), 5),
                                    "offline", name, {"beam_size": 5, "compute": "float32"}))
+        # The whole file as `stenoflow transcribe` decodes it here (its beam, the CPU's compute): the
+        # offline command a user holds the stream against, which int8 puts below float32.
+        configs.append(BenchConfig(
+            f"{name}/{TRANSCRIBE_DEFAULT}",
+            lambda n=name: OfflineSession(models.get(n, default_compute), transcribe_beam),
+            "offline", name, {"beam_size": transcribe_beam, "compute": default_compute}))
         # The whole file decoded as the default decodes (its beam and compute): what the
         # streaming itself costs, apart from what its decoding gives up against beam 5 in float32.
         configs.append(BenchConfig(
@@ -460,9 +471,9 @@ def plot(rows: Sequence[dict[str, object]], path: Path) -> None:
         assert isinstance(lat, dict)
         y = 100 * float(r["wer"])  # type: ignore[arg-type]
         if r["mode"] == "offline":
-            same_decoding = str(r["name"]).endswith(SAME_DECODING)
-            ax.axhline(y, color=colour, linestyle=":" if same_decoding else "--", linewidth=1,
-                       label=f"{model} offline" + (", the default's decoding" if same_decoding else ""))
+            line = str(r["name"]).removeprefix(model + "/")
+            style, said = OFFLINE_LINES.get(line, ("--", "beam 5, float32"))
+            ax.axhline(y, color=colour, linestyle=style, linewidth=1, label=f"{model} offline, {said}")
             continue
         if np.isfinite(lat["mean"]):
             ax.scatter([lat["mean"]], [y], color=colour)
