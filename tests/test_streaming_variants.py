@@ -65,7 +65,12 @@ def test_the_ablation_adds_one_change_at_a_time_and_every_stage_is_valid() -> No
 
 
 def test_the_bench_measures_the_default_beside_the_ablation() -> None:
-    from stenoflow.bench.stream_bench import ModelCache, StreamBenchOptions, default_configs
+    from stenoflow.bench.stream_bench import (
+        ModelCache,
+        StreamBenchOptions,
+        default_configs,
+        reference_runs,
+    )
 
     configs = default_configs(StreamBenchOptions(models=("tiny.en",), peers=False), ModelCache())
     names = [c.name for c in configs]
@@ -82,7 +87,17 @@ def test_the_bench_measures_the_default_beside_the_ablation() -> None:
         assert names[3].endswith("= default") and len(names) == 3 + len(ABLATION)
     else:  # the encoder in bfloat16: one line more than the (int8) ablation
         assert names[3] == "tiny.en/default" and len(names) == 4 + len(ABLATION)
-    assert configs[2].params["compute"] == cpu_compute()
+
+    # Lost phrases are counted against beam 5 in float32 where it ran, else against the offline
+    # command as users run it, else against the default's own decoding.
+    runs = {name: [(name, None)] for name in names[:3]}
+    assert reference_runs(configs[3], runs) == runs["tiny.en/offline"]  # type: ignore[arg-type]
+    del runs["tiny.en/offline"]
+    assert reference_runs(configs[3], runs) == runs["tiny.en/offline-transcribe"]  # type: ignore[arg-type]
+    del runs["tiny.en/offline-transcribe"]
+    assert reference_runs(configs[3], runs) == runs["tiny.en/offline-default-decoding"]  # type: ignore[arg-type]
+    assert reference_runs(configs[3], {}) is None
+    assert configs[3].params["compute"] == cpu_compute()
     with pytest.raises(ValueError, match="stage"):
         default_configs(StreamBenchOptions(models=("tiny.en",), stages=("+turbo",), peers=False), ModelCache())
 

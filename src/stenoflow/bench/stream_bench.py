@@ -257,8 +257,9 @@ def real_streams(wanted: bool) -> list[Clip]:
 
 def reference_runs(config: BenchConfig, done: dict[str, list[tuple[Clip, StreamRun]]]
                    ) -> list[tuple[Clip, StreamRun]] | None:
-    """The offline runs of ``config``'s model that ran before it (beam 5 first), if any."""
-    for name in (f"{config.model}/offline", f"{config.model}/{SAME_DECODING}"):
+    """The offline runs of ``config``'s model that ran before it (beam 5 in float32 first, then as
+    ``stenoflow transcribe`` decodes, then as the default decodes), if any."""
+    for name in (f"{config.model}/offline", f"{config.model}/{TRANSCRIBE_DEFAULT}", f"{config.model}/{SAME_DECODING}"):
         if name in done:
             return done[name]
     return None
